@@ -1,0 +1,98 @@
+"""What every `cdc-ctl` command shares: settings from flags/environment, output, exit codes.
+
+Exit codes: 0 ok, 1 a check failed, 2 usage, 3 a service was unreachable. Library errors
+become one readable line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import click
+
+from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the services are; `cdc-ctl stack env` output sets exactly these variables."""
+
+    dsn: str | None
+    bootstrap_servers: str | None
+    connect_url: str | None
+    connect_auth: tuple[str, str] | None
+
+    def require_dsn(self) -> str:
+        if not self.dsn:
+            raise ConfigError("no database: pass --dsn or set CDCBOX_DSN (see `cdc-ctl stack env`)")
+        return self.dsn
+
+    def require_bootstrap(self) -> str:
+        if not self.bootstrap_servers:
+            raise ConfigError(
+                "no Kafka: pass --bootstrap-servers or set CDCBOX_BOOTSTRAP_SERVERS")
+        return self.bootstrap_servers
+
+    def require_connect(self) -> str:
+        if not self.connect_url:
+            raise ConfigError("no Kafka Connect: pass --connect-url or set CDCBOX_CONNECT_URL")
+        return self.connect_url
+
+
+def settings(ctx: click.Context) -> Settings:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, Settings)
+    return obj
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("CDCBOX_STACK_DIR", ".cdcbox/stack")).resolve()
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))
+    return Path(os.environ.get("CDCBOX_CACHE_DIR", str(Path(base) / "cdcbox")))
+
+
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn cdcbox errors into one line on stderr and the documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except ServiceUnavailable as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_UNREACHABLE)
+        except (ConfigError, UsageError) as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+        except CdcboxError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_CHECK_FAILED)
+
+    return wrapper
+
+
+def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
+    """Aligned columns for people; `--json` output is for scripts."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for row in cells:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, default=str))

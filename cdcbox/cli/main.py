@@ -1,0 +1,32 @@
+"""The `cdc-ctl` entry point: global options, then one sub-group per area."""
+
+from __future__ import annotations
+
+import click
+
+from cdcbox.cli.common import Settings
+from cdcbox.cli.stack import stack
+
+
+@click.group()
+@click.option("--dsn", envvar="CDCBOX_DSN", help="PostgreSQL DSN (password via PGPASSFILE).")
+@click.option("--bootstrap-servers", envvar="CDCBOX_BOOTSTRAP_SERVERS", help="Kafka brokers.")
+@click.option("--connect-url", envvar="CDCBOX_CONNECT_URL", help="Kafka Connect REST URL.")
+@click.option("--connect-user", envvar="CDCBOX_CONNECT_USER", help="Connect basic-auth user.")
+@click.option("--connect-password", envvar="CDCBOX_CONNECT_PASSWORD",
+              help="Connect basic-auth password (prefer the environment variable).")
+@click.version_option(package_name="cdcbox")
+@click.pass_context
+def cli(ctx: click.Context, dsn: str | None, bootstrap_servers: str | None,
+        connect_url: str | None, connect_user: str | None, connect_password: str | None) -> None:
+    """Operate the cdcbox outbox/inbox pipeline."""
+    auth = (connect_user, connect_password or "") if connect_user else None
+    ctx.obj = Settings(dsn=dsn, bootstrap_servers=bootstrap_servers, connect_url=connect_url,
+                       connect_auth=auth)
+
+
+cli.add_command(stack)
+
+
+def main() -> None:
+    cli(prog_name="cdc-ctl")

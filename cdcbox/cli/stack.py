@@ -1,0 +1,94 @@
+"""`cdc-ctl stack`: run the local PostgreSQL + Kafka + Connect/Debezium stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cdcbox.cli.common import default_cache_dir, default_state_dir, handle_errors, print_table
+from cdcbox.resources import resource_dir
+from cdcbox.stack import runner
+from cdcbox.stack.config import Ports, StackConfig
+
+
+def _config(state_dir: Path | None, cache_dir: Path | None, pg_port: int, kafka_port: int,
+            controller_port: int, connect_port: int) -> StackConfig:
+    return StackConfig(
+        state_dir=(state_dir or default_state_dir()).resolve(),
+        cache_dir=(cache_dir or default_cache_dir()).resolve(),
+        infra_dir=resource_dir("infra"),
+        ports=Ports(postgres=pg_port, kafka=kafka_port, controller=controller_port,
+                    connect=connect_port),
+    )
+
+
+_defaults = Ports()
+state_options = [
+    click.option("--state-dir", type=click.Path(path_type=Path), envvar="CDCBOX_STACK_DIR",
+                 help="Data, logs, pids and secrets of this stack [.cdcbox/stack]."),
+    click.option("--cache-dir", type=click.Path(path_type=Path), envvar="CDCBOX_CACHE_DIR",
+                 help="Resolved jars, shared by all stacks [~/.cache/cdcbox]."),
+    click.option("--pg-port", type=int, default=_defaults.postgres, envvar="CDCBOX_PG_PORT",
+                 show_default=True),
+    click.option("--kafka-port", type=int, default=_defaults.kafka, envvar="CDCBOX_KAFKA_PORT",
+                 show_default=True),
+    click.option("--controller-port", type=int, default=_defaults.controller,
+                 envvar="CDCBOX_CONTROLLER_PORT", show_default=True),
+    click.option("--connect-port", type=int, default=_defaults.connect,
+                 envvar="CDCBOX_CONNECT_PORT", show_default=True),
+]
+
+
+def with_state_options(fn):  # type: ignore[no-untyped-def]
+    for option in reversed(state_options):
+        fn = option(fn)
+    return fn
+
+
+@click.group("stack")
+def stack() -> None:
+    """Start, stop and inspect the local stack (native processes or docker compose)."""
+
+
+@stack.command()
+@with_state_options
+@click.option("--mode", type=click.Choice(["native", "compose"]), default=None,
+              help="Force a runner; default: compose when a Docker engine answers, else native.")
+@handle_errors
+def up(mode: str | None, **kwargs: object) -> None:
+    """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
+    config = _config(**kwargs)  # type: ignore[arg-type]
+    endpoints = runner.up(config, mode)  # type: ignore[arg-type]
+    click.echo(f"stack is up ({config.state_dir}); to use it:", err=True)
+    click.echo(endpoints.exports(), nl=False)
+
+
+@stack.command()
+@with_state_options
+@click.option("--purge", is_flag=True, help="Also delete data, logs and secrets.")
+@handle_errors
+def down(purge: bool, **kwargs: object) -> None:
+    """Stop exactly the processes `up` started (by pid)."""
+    runner.down(_config(**kwargs), purge=purge)  # type: ignore[arg-type]
+    click.echo("stack is down" + (" and purged" if purge else ""))
+
+
+@stack.command()
+@with_state_options
+@handle_errors
+def status(**kwargs: object) -> None:
+    """Show each component's state."""
+    rows = runner.status(_config(**kwargs))  # type: ignore[arg-type]
+    print_table([(r.name, "running" if r.running else "stopped", r.detail) for r in rows],
+                ["component", "state", "detail"])
+    if not all(r.running for r in rows):
+        raise SystemExit(1)
+
+
+@stack.command()
+@with_state_options
+@handle_errors
+def env(**kwargs: object) -> None:
+    """Print the DSN, bootstrap servers and Connect URL as shell exports."""
+    click.echo(runner.endpoints(_config(**kwargs)).exports(), nl=False)  # type: ignore[arg-type]

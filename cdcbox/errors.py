@@ -1,0 +1,47 @@
+"""The one exception hierarchy of cdcbox, rooted in `CdcboxError`.
+
+Real errors also subclass a builtin so callers that only know Python's exceptions still
+catch them; control-flow signals for handlers live in `cdcbox.consumer.signals`.
+"""
+
+from __future__ import annotations
+
+
+class CdcboxError(Exception):
+    """Base of every error cdcbox raises on purpose."""
+
+
+class ConfigError(CdcboxError, ValueError):
+    """A setting, spec or argument is wrong; the message names it and the fix."""
+
+
+class UsageError(CdcboxError, RuntimeError):
+    """The library was called in a way its contract forbids (e.g. outside a transaction)."""
+
+
+class StackError(CdcboxError, RuntimeError):
+    """A stack component failed to install, start or stop; names the component and log."""
+
+
+class ServiceUnavailable(CdcboxError, ConnectionError):
+    """A service (PostgreSQL, Kafka, Kafka Connect) did not answer."""
+
+
+class ConnectError(CdcboxError, RuntimeError):
+    """Kafka Connect refused a request; carries its HTTP status and message."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SpecError(ConfigError):
+    """A connector spec is invalid; refused before anything reaches Connect."""
+
+
+class SchemaError(CdcboxError, ValueError):
+    """A payload, schema or migration does not match what it must."""
+
+
+class PoisonRecord(CdcboxError, ValueError):
+    """A Kafka record cannot be decoded into an event; it goes to the dead-letter topic."""

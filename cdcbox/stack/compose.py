@@ -1,0 +1,88 @@
+"""The stack under docker compose, for users whose machines run a Docker engine.
+
+Same versions as the native runner (compose reads infra/versions.env), same ports on
+127.0.0.1 and the same generated secrets, mounted into the containers read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+from cdcbox.errors import StackError
+from cdcbox.stack.config import StackConfig
+from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.secrets import StackSecrets
+
+if TYPE_CHECKING:
+    from cdcbox.stack.runner import ComponentStatus
+
+PROJECT = "cdcbox"
+
+
+def docker_engine_answers() -> bool:
+    """True only when a Docker engine responds; a bare client is not enough."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        result = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                                capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0 and bool(result.stdout.strip())
+
+
+class ComposeStack:
+    def __init__(self, config: StackConfig, secrets: StackSecrets) -> None:
+        self.config = config
+        self.secrets = secrets
+
+    def _compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        ports = self.config.ports
+        env = {
+            **os.environ,
+            "CDCBOX_SECRETS_DIR": str(self.secrets.directory),
+            "CDCBOX_PG_PORT": str(ports.postgres),
+            "CDCBOX_KAFKA_PORT": str(ports.kafka),
+            "CDCBOX_CONNECT_PORT": str(ports.connect),
+            "CDCBOX_DATABASE": self.config.database,
+        }
+        argv = ["docker", "compose", "-p", PROJECT,
+                "--env-file", str(self.config.infra_dir / "versions.env"),
+                "-f", str(self.config.infra_dir / "docker-compose.yml"), *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def up(self) -> Endpoints:
+        result = self._compose("up", "-d", "--build", "--wait")
+        if result.returncode != 0:
+            raise StackError(f"docker compose up failed (see `docker compose -p {PROJECT} logs`):"
+                             f"\n{result.stderr[-3000:]}")
+        host, ports = self.config.host, self.config.ports
+        return Endpoints(
+            dsn=f"postgresql://postgres@{host}:{ports.postgres}/{self.config.database}",
+            pgpassfile=str(self.secrets.pgpass),
+            bootstrap_servers=f"{host}:{ports.kafka}",
+            connect_url=f"http://{host}:{ports.connect}",
+            connect_db_host="postgres",
+            connect_db_port="5432",
+            connect_db_name=self.config.database,
+            connect_db_secrets="/run/cdcbox-secrets/debezium.properties",
+            debezium_password_file=str(self.secrets.debezium_properties),
+        )
+
+    def down(self, purge: bool) -> None:
+        args = ["down", "--volumes"] if purge else ["down"]
+        result = self._compose(*args)
+        if result.returncode != 0:
+            raise StackError(f"docker compose down failed:\n{result.stderr[-3000:]}")
+
+    def status(self) -> list[ComponentStatus]:
+        from cdcbox.stack.runner import ComponentStatus
+
+        result = self._compose("ps", "--format", "{{.Service}} {{.State}}", timeout=60)
+        states = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+        return [ComponentStatus(name, states.get(name) == "running", states.get(name, "absent"))
+                for name in ("postgres", "kafka", "connect")]

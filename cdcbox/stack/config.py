@@ -1,0 +1,77 @@
+"""Explicit configuration of the local stack and the versions pinned in infra/versions.env."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cdcbox.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class StackVersions:
+    """Versions both the native runner and docker compose use; one file pins them."""
+
+    kafka: str
+    debezium: str
+    postgres_major: str
+    log4j: str
+    slf4j: str
+
+    @classmethod
+    def load(cls, path: Path) -> StackVersions:
+        values: dict[str, str] = {}
+        for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            match = re.fullmatch(r"([A-Z0-9_]+)=(\S+)", line)
+            if not match:
+                raise ConfigError(f"{path}:{lineno}: expected NAME=value, got {raw!r}")
+            values[match.group(1)] = match.group(2)
+        try:
+            return cls(
+                kafka=values["KAFKA_VERSION"],
+                debezium=values["DEBEZIUM_VERSION"],
+                postgres_major=values["POSTGRES_MAJOR"],
+                log4j=values["LOG4J_VERSION"],
+                slf4j=values["SLF4J_VERSION"],
+            )
+        except KeyError as e:
+            raise ConfigError(f"{path}: missing {e.args[0]}") from e
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Loopback ports of the stack; chosen away from the defaults so a system service
+    (PostgreSQL on 5432, Kafka on 9092) never collides with ours."""
+
+    postgres: int = 55432
+    kafka: int = 59092
+    controller: int = 59093
+    connect: int = 58083
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Everything `cdc-ctl stack up` needs; built from flags/environment at the CLI edge.
+
+    `state_dir` holds data, logs, pid files and generated secrets of one stack;
+    `cache_dir` holds resolved jars, shared by every stack on the machine.
+    """
+
+    state_dir: Path
+    cache_dir: Path
+    infra_dir: Path
+    ports: Ports = field(default_factory=Ports)
+    host: str = "127.0.0.1"
+    database: str = "cdcbox"
+    kafka_heap_mb: int = 768
+    connect_heap_mb: int = 1024
+    default_partitions: int = 3
+    ready_timeout_s: float = 180.0
+
+    @property
+    def versions(self) -> StackVersions:
+        return StackVersions.load(self.infra_dir / "versions.env")

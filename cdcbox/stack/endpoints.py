@@ -1,0 +1,61 @@
+"""How clients reach a running stack, as the environment variables `cdc-ctl stack env` prints.
+
+The DSN carries no password (libpq reads PGPASSFILE); the connector's view of the
+database (host, port, secrets path as seen by the Connect worker) is separate from the
+host's view because under docker compose they differ.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from cdcbox.errors import ConfigError
+
+ENV_NAMES = {
+    "dsn": "CDCBOX_DSN",
+    "pgpassfile": "PGPASSFILE",
+    "bootstrap_servers": "CDCBOX_BOOTSTRAP_SERVERS",
+    "connect_url": "CDCBOX_CONNECT_URL",
+    "connect_db_host": "CDCBOX_CONNECT_DB_HOST",
+    "connect_db_port": "CDCBOX_CONNECT_DB_PORT",
+    "connect_db_name": "CDCBOX_CONNECT_DB_NAME",
+    "connect_db_secrets": "CDCBOX_CONNECT_DB_SECRETS",
+    "debezium_password_file": "CDCBOX_DEBEZIUM_PASSWORD_FILE",
+}
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    dsn: str
+    pgpassfile: str
+    bootstrap_servers: str
+    connect_url: str
+    connect_db_host: str
+    connect_db_port: str
+    connect_db_name: str
+    connect_db_secrets: str
+    debezium_password_file: str
+
+    def as_env(self) -> dict[str, str]:
+        return {ENV_NAMES[k]: v for k, v in asdict(self).items()}
+
+    def exports(self) -> str:
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.as_env().items())
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> Endpoints:
+        return cls(**json.loads(path.read_text()))
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Endpoints:
+        """An already-running stack named by environment variables (all must be set)."""
+        missing = [name for name in ENV_NAMES.values() if not env.get(name)]
+        if missing:
+            raise ConfigError(f"an external stack needs these variables set: {', '.join(missing)}")
+        return cls(**{k: env[v] for k, v in ENV_NAMES.items()})

@@ -1,0 +1,66 @@
+"""Resolve the stack's JVM jars with Maven from infra/pom.xml, once per version set.
+
+The result is cached under the cache directory keyed by the pinned versions, and marked
+complete only after Maven succeeded, so a second `stack up` downloads nothing and an
+interrupted one is redone rather than trusted.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdcbox.errors import StackError
+from cdcbox.stack.config import StackConfig, StackVersions
+from cdcbox.stack.system import ensure_java_and_maven
+
+_MARKER = ".complete"
+
+
+@dataclass(frozen=True)
+class JvmLayout:
+    java: str
+    kafka_classpath: str
+    plugin_path: Path
+
+
+def _maven_copy(mvn: str, pom: Path, profile: str, versions: StackVersions, target: Path,
+                extra: list[str]) -> None:
+    if (target / _MARKER).exists():
+        return
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    argv = [
+        mvn, "-B", "-q", "-f", str(pom), "-P", profile,
+        f"-Dkafka.version={versions.kafka}", f"-Ddebezium.version={versions.debezium}",
+        f"-Dlog4j.version={versions.log4j}", f"-Dslf4j.version={versions.slf4j}",
+        "dependency:copy-dependencies", "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}", *extra,
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise StackError(
+            f"Maven could not resolve the {profile} jars ({' '.join(argv)}):\n"
+            f"{result.stdout[-3000:]}{result.stderr[-2000:]}"
+        )
+    (staging / _MARKER).write_text("")
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging.rename(target)
+
+
+def resolve_jars(config: StackConfig) -> JvmLayout:
+    java, mvn = ensure_java_and_maven()
+    versions = config.versions
+    pom = config.infra_dir / "pom.xml"
+    kafka_dir = config.cache_dir / f"kafka-{versions.kafka}-log4j-{versions.log4j}"
+    plugins = config.cache_dir / f"debezium-{versions.debezium}-plugins"
+    _maven_copy(mvn, pom, "kafka", versions, kafka_dir, [])
+    # Connect provides its own API, clients and logging to plugins; copies of them in the
+    # plugin directory would shadow the worker's classes.
+    _maven_copy(mvn, pom, "debezium", versions, plugins / "debezium-connector-postgres",
+                ["-DexcludeGroupIds=org.apache.kafka,org.slf4j"])
+    (plugins / _MARKER).write_text("")
+    return JvmLayout(java=java, kafka_classpath=f"{kafka_dir}/*", plugin_path=plugins)

@@ -1,0 +1,158 @@
+"""PostgreSQL for the native stack: a private cluster with wal_level=logical.
+
+Run as the `postgres` system user when we are root, on a data directory that user owns,
+started and stopped through its postmaster pid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import psycopg
+
+from cdcbox.errors import StackError
+from cdcbox.stack import process
+from cdcbox.stack.config import StackConfig
+from cdcbox.stack.secrets import SUPERUSER, StackSecrets
+from cdcbox.stack.system import ensure_postgres, postgres_account
+
+# Sized for a 2-core, 24 GiB machine shared with two JVMs; logical decoding needs the
+# replication settings, the rest keeps the defaults' durability (synchronous_commit on).
+SERVER_SETTINGS = {
+    "wal_level": "logical",
+    "max_wal_senders": "10",
+    "max_replication_slots": "10",
+    "max_connections": "200",
+    "shared_buffers": "512MB",
+    "log_min_messages": "warning",
+}
+
+
+class NativePostgres:
+    name = "postgres"
+
+    def __init__(self, config: StackConfig, secrets: StackSecrets) -> None:
+        self.config = config
+        self.secrets = secrets
+        self.root = config.state_dir / "postgres"
+        self.data_dir = self.root / "data"
+        self.socket_dir = self.root / "run"
+        self.log_file = self.root / "postgres.log"
+
+    # --- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        bin_dir = ensure_postgres(self.config.versions.postgres_major)
+        if self.running():
+            return
+        self._prepare_dirs()
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb(bin_dir)
+        options = " ".join(
+            f"-c {k}={v}"
+            for k, v in {
+                **SERVER_SETTINGS,
+                "port": str(self.config.ports.postgres),
+                "listen_addresses": self.config.host,
+                "unix_socket_directories": str(self.socket_dir),
+            }.items()
+        )
+        result = self._run_as_postgres(
+            [str(bin_dir / "pg_ctl"), "start", "-D", str(self.data_dir), "-l",
+             str(self.log_file), "-w", "-t", "60", "-o", options]
+        )
+        if result.returncode != 0:
+            raise StackError(
+                f"PostgreSQL failed to start (log: {self.log_file}):\n"
+                f"{result.stdout}{result.stderr}\n{process.tail(self.log_file)}"
+            )
+        self._create_database()
+
+    def stop(self) -> None:
+        record = self.pid_record()
+        if record is not None:
+            # SIGINT is PostgreSQL's "fast" shutdown: roll back sessions, checkpoint, exit.
+            process.stop(record, sig=signal.SIGINT, timeout_s=60)
+
+    def running(self) -> bool:
+        record = self.pid_record()
+        return record is not None and record.alive()
+
+    def pid_record(self) -> process.PidRecord | None:
+        """The postmaster, read from PostgreSQL's own postmaster.pid."""
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        ticks = process.start_ticks(pid)
+        return process.PidRecord(pid, ticks) if ticks else None
+
+    def dsn(self, user: str = SUPERUSER) -> str:
+        """A DSN without the password: libpq reads it from PGPASSFILE."""
+        return (
+            f"postgresql://{user}@{self.config.host}:{self.config.ports.postgres}"
+            f"/{self.config.database}"
+        )
+
+    # --- helpers ---------------------------------------------------------------------
+    def _prepare_dirs(self) -> None:
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        account = postgres_account()
+        if account is not None:
+            for path in (self.root, self.socket_dir):
+                os.chown(path, account.pw_uid, account.pw_gid)
+            probe = subprocess.run(
+                ["runuser", "-u", "postgres", "--", "test", "-w", str(self.root)], check=False
+            )
+            if probe.returncode != 0:
+                raise StackError(
+                    f"the postgres system user cannot write {self.root}: put the stack's "
+                    "state directory (--state-dir / CDCBOX_STACK_DIR) on a path every "
+                    "user can traverse"
+                )
+
+    def _initdb(self, bin_dir: Path) -> None:
+        account = postgres_account()
+        pwfile = self.root / "initdb.pw"
+        pwfile.write_text(self.secrets.superuser_password() + "\n")
+        os.chmod(pwfile, 0o600)
+        if account is not None:
+            os.chown(pwfile, account.pw_uid, account.pw_gid)
+        try:
+            result = self._run_as_postgres(
+                [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
+                 f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=peer",
+                 "-E", "UTF8", "--locale=C"]
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if result.returncode != 0:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise StackError(f"initdb failed:\n{result.stdout}{result.stderr}")
+        # Logical replication connections from loopback, password-checked like the rest.
+        with (self.data_dir / "pg_hba.conf").open("a") as hba:
+            hba.write("host replication all 127.0.0.1/32 scram-sha-256\n")
+
+    def _create_database(self) -> None:
+        with psycopg.connect(
+            host=self.config.host, port=self.config.ports.postgres, dbname="postgres",
+            user=SUPERUSER, password=self.secrets.superuser_password(), autocommit=True,
+        ) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (self.config.database,)
+            ).fetchone()
+            if not exists:
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(
+                        psycopg.sql.Identifier(self.config.database)
+                    )
+                )
+
+    def _run_as_postgres(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        prefix = ["runuser", "-u", "postgres", "--"] if postgres_account() else []
+        return subprocess.run(
+            prefix + argv, capture_output=True, text=True, check=False, cwd="/"
+        )

@@ -1,0 +1,68 @@
+"""Generated credentials of the local stack, kept in files only their owner can read.
+
+Nothing prints them: clients get a PGPASSFILE path, Kafka Connect gets a properties file
+read through its FileConfigProvider, so the password never travels in a connector config.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+SUPERUSER = "postgres"
+DEBEZIUM_ROLE = "cdcbox_debezium"
+
+
+@dataclass(frozen=True)
+class StackSecrets:
+    directory: Path
+
+    @property
+    def superuser_password_file(self) -> Path:
+        return self.directory / "postgres.password"
+
+    @property
+    def debezium_properties(self) -> Path:
+        """`password=...` for the Debezium role; read by Connect's FileConfigProvider."""
+        return self.directory / "debezium.properties"
+
+    @property
+    def pgpass(self) -> Path:
+        return self.directory / "pgpass"
+
+    def ensure(self, host: str, port: int) -> None:
+        """Create the passwords once; later calls keep them (the data directory uses them)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+        if not self.superuser_password_file.exists():
+            _write_private(self.superuser_password_file, secrets.token_urlsafe(24) + "\n")
+        if not self.debezium_properties.exists():
+            _write_private(self.debezium_properties, f"password={secrets.token_urlsafe(24)}\n")
+        lines = [
+            f"{host}:{port}:*:{SUPERUSER}:{self.superuser_password()}",
+            f"{host}:{port}:*:{DEBEZIUM_ROLE}:{self.debezium_password()}",
+        ]
+        _write_private(self.pgpass, "\n".join(lines) + "\n")
+
+    def superuser_password(self) -> str:
+        return self.superuser_password_file.read_text().strip()
+
+    def debezium_password(self) -> str:
+        return read_password_properties(self.debezium_properties)
+
+
+def read_password_properties(path: Path) -> str:
+    """The `password` entry of a Java properties file (the format Connect's provider reads)."""
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "password":
+            return value.strip()
+    raise KeyError(f"{path} has no 'password=' line")
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

@@ -1,0 +1,80 @@
+"""Operating-system prerequisites of the native stack: a JDK, Maven and PostgreSQL.
+
+Missing ones are installed from Debian's packages when we run as root (sessions and CI
+do); otherwise the error names the package to install.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+
+from cdcbox.errors import StackError
+
+_CREATECLUSTER_CONF = Path("/etc/postgresql-common/createcluster.conf")
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _apt_install(packages: list[str]) -> None:
+    if not is_root():
+        raise StackError(f"missing {' '.join(packages)}: install them (apt-get install ...)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
+    ):
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise StackError(f"{' '.join(argv)} failed:\n{result.stderr[-2000:]}")
+
+
+def ensure_java_and_maven() -> tuple[str, str]:
+    """Paths of `java` (17+) and `mvn`, installing Debian's packages when absent."""
+    missing = []
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        missing.append("openjdk-17-jre-headless")
+    if shutil.which("mvn") is None:
+        missing.append("maven")
+    if missing:
+        _apt_install(missing)
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    mvn = shutil.which("mvn")
+    if java is None or mvn is None:
+        raise StackError("java or mvn still missing after installing them")
+    return java, mvn
+
+
+def ensure_postgres(major: str) -> Path:
+    """The bin directory of PostgreSQL `major` from Debian's packages, installed if absent.
+
+    Debian's package would create and start a system cluster on port 5432; we stop that
+    from happening before installing, because the stack runs its own private cluster.
+    """
+    bin_dir = Path(f"/usr/lib/postgresql/{major}/bin")
+    if not (bin_dir / "postgres").exists():
+        if is_root():
+            _CREATECLUSTER_CONF.parent.mkdir(parents=True, exist_ok=True)
+            existing = _CREATECLUSTER_CONF.read_text() if _CREATECLUSTER_CONF.exists() else ""
+            if "create_main_cluster" not in existing:
+                _CREATECLUSTER_CONF.write_text(existing + "create_main_cluster = false\n")
+        _apt_install([f"postgresql-{major}"])
+    if not (bin_dir / "postgres").exists():
+        raise StackError(f"PostgreSQL {major} binaries not found in {bin_dir}")
+    return bin_dir
+
+
+def postgres_account() -> pwd.struct_passwd | None:
+    """The `postgres` system account when we are root (PostgreSQL refuses to run as root)."""
+    if not is_root():
+        return None
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError as e:
+        raise StackError("no 'postgres' system user: install postgresql-common") from e

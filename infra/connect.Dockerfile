@@ -1,0 +1,20 @@
+# Kafka Connect with the Debezium PostgreSQL connector, built from the same pom the native
+# stack resolves, so both run byte-identical plugin jars.
+ARG KAFKA_VERSION
+FROM maven:3.9-eclipse-temurin-17 AS plugins
+ARG KAFKA_VERSION
+ARG DEBEZIUM_VERSION
+ARG LOG4J_VERSION
+ARG SLF4J_VERSION
+COPY pom.xml /build/pom.xml
+RUN mvn -B -q -f /build/pom.xml -P debezium \
+      -Dkafka.version=${KAFKA_VERSION} -Ddebezium.version=${DEBEZIUM_VERSION} \
+      -Dlog4j.version=${LOG4J_VERSION} -Dslf4j.version=${SLF4J_VERSION} \
+      dependency:copy-dependencies -DincludeScope=runtime \
+      -DexcludeGroupIds=org.apache.kafka,org.slf4j \
+      -DoutputDirectory=/plugins/debezium-connector-postgres
+
+FROM apache/kafka:${KAFKA_VERSION}
+COPY --from=plugins /plugins /opt/plugins
+COPY connect-distributed.properties /opt/cdcbox/connect-distributed.properties
+CMD ["/opt/kafka/bin/connect-distributed.sh", "/opt/cdcbox/connect-distributed.properties"]
