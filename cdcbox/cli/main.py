@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from cdcbox.cli.common import Settings
+from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
+from cdcbox.cli.db import db
 from cdcbox.cli.stack import stack
 
 
@@ -25,7 +27,8 @@ def cli(ctx: click.Context, dsn: str | None, bootstrap_servers: str | None,
                        connect_auth=auth)
 
 
-cli.add_command(stack)
+for command in (stack, db, apply_command, diff_command, connectors_group):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -1,0 +1,104 @@
+"""`cdc-ctl apply|diff` and `cdc-ctl connectors ...`: declarative connectors on Connect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cdcbox import connectors as specs
+from cdcbox.cli.common import handle_errors, print_json, print_table, settings
+from cdcbox.connect import ConnectClient
+from cdcbox.resources import resource_dir
+
+
+def client(ctx: click.Context) -> ConnectClient:
+    s = settings(ctx)
+    return ConnectClient(s.require_connect(), auth=s.connect_auth)
+
+
+def _path(path: Path | None) -> Path:
+    return path if path is not None else resource_dir("connectors")
+
+
+spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
+
+
+@click.command("apply")
+@spec_path
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for RUNNING.")
+@click.pass_context
+@handle_errors
+def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None:
+    """Validate, diff and upsert connector specs, then wait until they run."""
+    connect = client(ctx)
+    for spec in specs.load_specs(_path(path)):
+        result = specs.apply(connect, spec, timeout_s=timeout)
+        if not result.changed:
+            click.echo(f"{spec.name}: unchanged ({result.state})")
+            continue
+        for line in result.diff.lines():
+            click.echo(f"  {line}")
+        click.echo(f"{spec.name}: applied ({result.state})")
+
+
+@click.command("diff")
+@spec_path
+@click.pass_context
+@handle_errors
+def diff_command(ctx: click.Context, path: Path | None) -> None:
+    """Show how the specs differ from the live connector configs; exit 1 if they do."""
+    connect = client(ctx)
+    differs = False
+    for spec in specs.load_specs(_path(path)):
+        change = specs.diff(connect.config(spec.name), spec.config)
+        click.echo(f"{spec.name}: {'in sync' if change.empty else 'differs'}")
+        for line in change.lines():
+            click.echo(f"  {line}")
+        differs |= not change.empty
+    if differs:
+        raise SystemExit(1)
+
+
+@click.group("connectors")
+def connectors_group() -> None:
+    """Inspect and control connectors on the Kafka Connect cluster."""
+
+
+@connectors_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def list_command(ctx: click.Context, as_json: bool) -> None:
+    connect = client(ctx)
+    rows = []
+    for name in connect.connectors():
+        status = connect.status(name) or {}
+        tasks = status.get("tasks", [])
+        rows.append({"name": name, "state": status.get("connector", {}).get("state", "?"),
+                     "tasks": ",".join(t["state"] for t in tasks)})
+    if as_json:
+        print_json(rows)
+    else:
+        print_table([(r["name"], r["state"], r["tasks"]) for r in rows], ["name", "state", "tasks"])
+
+
+@connectors_group.command("status")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def status_command(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Connector and task states, worker, and the failed task's trace."""
+    status = client(ctx).status(name)
+    if status is None:
+        raise click.ClickException(f"no connector named {name!r}")
+    if as_json:
+        print_json(status)
+        return
+    rows = [("connector", status["connector"]["state"], status["connector"]["worker_id"])]
+    rows += [(f"task {t['id']}", t["state"], t["worker_id"]) for t in status.get("tasks", [])]
+    print_table(rows, ["part", "state", "worker"])
+    for t in status.get("tasks", []):
+        if t.get("trace"):
+            click.echo(f"\ntask {t['id']} trace:\n{t['trace']}")

@@ -1,0 +1,33 @@
+"""`cdc-ctl db`: database migrations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cdcbox.cli.common import handle_errors, settings
+from cdcbox.db import connect
+from cdcbox.migrate import migrate
+from cdcbox.stack.secrets import read_password_properties
+
+
+@click.group("db")
+def db() -> None:
+    """Database objects: outbox, inbox, version tables, Debezium role, publication."""
+
+
+@db.command("migrate")
+@click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True,
+              help="polling also creates the relay's claim indexes.")
+@click.option("--debezium-password-file", type=click.Path(exists=True, path_type=Path),
+              envvar="CDCBOX_DEBEZIUM_PASSWORD_FILE",
+              help="Properties file with password=... to set on the Debezium role.")
+@click.pass_context
+@handle_errors
+def migrate_command(ctx: click.Context, relay: str, debezium_password_file: Path | None) -> None:
+    """Apply pending migrations (idempotent; safe to run concurrently)."""
+    password = read_password_properties(debezium_password_file) if debezium_password_file else None
+    with connect(settings(ctx).require_dsn()) as conn:
+        applied = migrate(conn, mode=relay, debezium_password=password)  # type: ignore[arg-type]
+    click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")

@@ -1,0 +1,89 @@
+"""A small Kafka Connect REST client; the only module that talks HTTP to Connect.
+
+requests' errors become `ServiceUnavailable`, Connect's 4xx/5xx become `ConnectError`
+carrying the status and Connect's own message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from cdcbox.errors import ConnectError, ServiceUnavailable
+
+
+class ConnectClient:
+    def __init__(self, url: str, auth: tuple[str, str] | None = None, timeout_s: float = 30) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._session = requests.Session()
+        self._session.auth = auth
+
+    def _request(self, method: str, path: str, json: Any = None,
+                 allow: tuple[int, ...] = ()) -> requests.Response:
+        try:
+            response = self._session.request(method, self.url + path, json=json,
+                                             timeout=self.timeout_s)
+        except requests.RequestException as e:
+            raise ServiceUnavailable(
+                f"Kafka Connect at {self.url} is unreachable ({type(e).__name__}); is the "
+                "worker running? (`cdc-ctl stack status`)") from e
+        if response.status_code >= 400 and response.status_code not in allow:
+            try:
+                message = response.json().get("message", response.text)
+            except ValueError:
+                message = response.text
+            raise ConnectError(f"Kafka Connect {method} {path}: HTTP {response.status_code}: "
+                               f"{message}", status=response.status_code)
+        return response
+
+    # --- plugins -------------------------------------------------------------------
+    def plugins(self) -> list[dict[str, Any]]:
+        return list(self._request("GET", "/connector-plugins?connectorsOnly=false").json())
+
+    def validate(self, connector_class: str, config: dict[str, str]) -> dict[str, Any]:
+        plugin = quote(connector_class.rsplit(".", 1)[-1], safe="")
+        result = self._request("PUT", f"/connector-plugins/{plugin}/config/validate", config)
+        return dict(result.json())
+
+    # --- connectors ----------------------------------------------------------------
+    def connectors(self) -> list[str]:
+        return list(self._request("GET", "/connectors").json())
+
+    def config(self, name: str) -> dict[str, str] | None:
+        response = self._request("GET", f"/connectors/{quote(name, safe='')}/config", allow=(404,))
+        return None if response.status_code == 404 else dict(response.json())
+
+    def put_config(self, name: str, config: dict[str, str]) -> dict[str, Any]:
+        return dict(self._request("PUT", f"/connectors/{quote(name, safe='')}/config", config).json())
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        response = self._request("GET", f"/connectors/{quote(name, safe='')}/status", allow=(404,))
+        return None if response.status_code == 404 else dict(response.json())
+
+    def delete(self, name: str) -> None:
+        self._request("DELETE", f"/connectors/{quote(name, safe='')}")
+
+    def pause(self, name: str) -> None:
+        self._request("PUT", f"/connectors/{quote(name, safe='')}/pause")
+
+    def resume(self, name: str) -> None:
+        self._request("PUT", f"/connectors/{quote(name, safe='')}/resume")
+
+    def stop(self, name: str) -> None:
+        self._request("PUT", f"/connectors/{quote(name, safe='')}/stop")
+
+    def restart(self, name: str, include_tasks: bool = False, only_failed: bool = False) -> None:
+        query = f"includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
+        self._request("POST", f"/connectors/{quote(name, safe='')}/restart?{query}")
+
+    def offsets(self, name: str) -> dict[str, Any]:
+        return dict(self._request("GET", f"/connectors/{quote(name, safe='')}/offsets").json())
+
+    def alter_offsets(self, name: str, offsets: dict[str, Any]) -> None:
+        self._request("PATCH", f"/connectors/{quote(name, safe='')}/offsets", offsets)
+
+    def reset_offsets(self, name: str) -> None:
+        self._request("DELETE", f"/connectors/{quote(name, safe='')}/offsets")

@@ -1,0 +1,201 @@
+"""Declarative connector specs: load, render, check, diff and apply them to Kafka Connect.
+
+A spec is refused before it changes anything in Connect: a missing variable, an inline
+secret or an option that neither the connector, its transforms nor its converters define
+(Connect itself silently ignores unknown keys) is an error naming the key and the file.
+Applying the same spec twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cdcbox.connect import ConnectClient
+from cdcbox.errors import ConnectError, SpecError
+
+_VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
+_PLACEHOLDER = re.compile(r"\$\{[a-z][a-zA-Z0-9_-]*:[^}]+\}")
+_SECRET_KEY = re.compile(r"(password|secret|credential|token|jaas\.config|api\.key)", re.I)
+# Keys that plugins define themselves (converter options) or that Connect forwards to
+# clients; Connect's validate endpoint does not list them, so they are allowed by prefix.
+_PASS_THROUGH_PREFIXES = (
+    "key.converter.", "value.converter.", "header.converter.", "producer.override.",
+    "consumer.override.", "admin.override.", "topic.creation.", "driver.",
+)
+REDACTED = "********"
+
+
+@dataclass(frozen=True)
+class ConnectorSpec:
+    name: str
+    config: dict[str, str]
+    source: Path
+
+    @property
+    def connector_class(self) -> str:
+        return self.config["connector.class"]
+
+
+def _stringify(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:
+    """Read a YAML/JSON spec and substitute ${VAR} / ${VAR:-default} from `env`."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise SpecError(f"{path}: cannot read connector spec: {e}") from e
+    if not isinstance(raw, dict) or set(raw) - {"name", "config"} or "name" not in raw \
+            or not isinstance(raw.get("config"), dict):
+        raise SpecError(f"{path}: a spec is a mapping with exactly 'name' and 'config'")
+
+    def substitute(key: str, value: Any) -> str:
+        def one(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise SpecError(f"{path}: {key} uses ${{{name}}}, which is not set "
+                            "(see `cdc-ctl stack env`)")
+        return _VARIABLE.sub(one, _stringify(value))
+
+    name = substitute("name", raw["name"])
+    config = {str(k): substitute(str(k), v) for k, v in raw["config"].items()}
+    if "connector.class" not in config:
+        raise SpecError(f"{path}: config needs connector.class")
+    if "name" in config and config["name"] != name:
+        raise SpecError(f"{path}: config.name {config['name']!r} differs from name {name!r}")
+    config.pop("name", None)
+    check_secrets(path, config)
+    return ConnectorSpec(name=name, config=config, source=path)
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key))
+
+
+def check_secrets(path: Path, config: Mapping[str, str]) -> None:
+    """Secrets must be config-provider placeholders, resolved by the worker, never inline."""
+    for key, value in config.items():
+        if is_secret_key(key) and value and not _PLACEHOLDER.fullmatch(value):
+            raise SpecError(
+                f"{path}: {key} holds a literal secret; use a config provider placeholder "
+                "such as ${file:/path/secrets.properties:password}")
+
+
+def redact(config: Mapping[str, str]) -> dict[str, str]:
+    """What may be printed: placeholders are shown, literal secrets are masked."""
+    return {k: (REDACTED if is_secret_key(k) and not _PLACEHOLDER.fullmatch(v) else v)
+            for k, v in config.items()}
+
+
+def load_specs(path: Path, env: Mapping[str, str] | None = None) -> list[ConnectorSpec]:
+    """One spec file, or every *.yaml / *.yml / *.json file of a directory, sorted."""
+    env = dict(os.environ) if env is None else env
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml", ".json"})
+        if not files:
+            raise SpecError(f"{path}: no connector specs (*.yaml, *.yml, *.json)")
+        return [render(p, env) for p in files]
+    return [render(path, env)]
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    added: dict[str, str] = field(default_factory=dict)
+    removed: dict[str, str] = field(default_factory=dict)
+    changed: dict[str, tuple[str, str]] = field(default_factory=dict)
+    exists: bool = True
+
+    @property
+    def empty(self) -> bool:
+        return self.exists and not (self.added or self.removed or self.changed)
+
+    def lines(self) -> list[str]:
+        """Human diff with secrets redacted on both sides."""
+        out = [] if self.exists else ["(new connector)"]
+        for k, v in sorted(redact(self.added).items()):
+            out.append(f"+ {k}={v}")
+        for k, v in sorted(redact(self.removed).items()):
+            out.append(f"- {k}={v}")
+        for k, (old, new) in sorted(self.changed.items()):
+            old_r, new_r = redact({k: old})[k], redact({k: new})[k]
+            out.append(f"~ {k}: {old_r} -> {new_r}")
+        return out
+
+
+def diff(live: Mapping[str, str] | None, desired: Mapping[str, str]) -> ConfigDiff:
+    if live is None:
+        return ConfigDiff(added=dict(desired), exists=False)
+    current = {k: v for k, v in live.items() if k != "name"}
+    return ConfigDiff(
+        added={k: v for k, v in desired.items() if k not in current},
+        removed={k: v for k, v in current.items() if k not in desired},
+        changed={k: (current[k], v) for k, v in desired.items()
+                 if k in current and current[k] != v},
+    )
+
+
+def validate(client: ConnectClient, spec: ConnectorSpec) -> None:
+    """Ask Connect's validate endpoint (changes nothing) and refuse unknown options."""
+    result = client.validate(spec.connector_class, {**spec.config, "name": spec.name})
+    problems = [
+        f"{item['value']['name']}: {'; '.join(item['value']['errors'])}"
+        for item in result.get("configs", []) if item["value"].get("errors")
+    ]
+    known = {item["definition"]["name"] for item in result.get("configs", [])}
+    unknown = sorted(k for k in spec.config
+                     if k not in known and not k.startswith(_PASS_THROUGH_PREFIXES))
+    problems += [f"{k}: unknown option (not defined by {spec.connector_class}, its "
+                 "transforms or Connect)" for k in unknown]
+    if problems:
+        raise SpecError(f"{spec.source}: connector {spec.name!r} refused:\n  "
+                        + "\n  ".join(problems))
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    name: str
+    diff: ConfigDiff
+    changed: bool
+    state: str
+
+
+def apply(client: ConnectClient, spec: ConnectorSpec, timeout_s: float = 120) -> ApplyResult:
+    """Validate, diff, upsert when different, then wait until connector and tasks RUN."""
+    validate(client, spec)
+    change = diff(client.config(spec.name), spec.config)
+    if not change.empty:
+        client.put_config(spec.name, spec.config)
+    state = wait_running(client, spec.name, timeout_s)
+    return ApplyResult(spec.name, change, not change.empty, state)
+
+
+def wait_running(client: ConnectClient, name: str, timeout_s: float) -> str:
+    """Poll the status until the connector and every task are RUNNING (or one FAILED)."""
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        last = client.status(name)
+        if last:
+            states = [last["connector"]["state"]] + [t["state"] for t in last.get("tasks", [])]
+            failed = [t for t in last.get("tasks", []) if t["state"] == "FAILED"]
+            if last["connector"]["state"] == "FAILED" or failed:
+                trace = (failed[0] if failed else last["connector"]).get("trace", "")
+                raise ConnectError(f"connector {name!r} FAILED:\n{trace}")
+            if last.get("tasks") and all(s == "RUNNING" for s in states):
+                return "RUNNING"
+        time.sleep(0.5)
+    raise ConnectError(f"connector {name!r} not RUNNING after {timeout_s:.0f}s; last status: {last}")

@@ -1,0 +1,67 @@
+"""Versioned, idempotent migrations from schemas/sql, safe when two processes run at once.
+
+All pending files run in one transaction under a transaction-scoped advisory lock: a
+second runner waits, then finds nothing left to do. Files under `polling/` are applied
+only for the polling relay, because their indexes cost every producer transaction.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import psycopg
+from psycopg import sql
+
+from cdcbox.errors import SchemaError
+from cdcbox.names import DbNames
+from cdcbox.resources import resource_dir
+
+RelayMode = Literal["cdc", "polling"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: str
+    path: Path
+
+    def render(self, names: DbNames) -> sql.Composed:
+        try:
+            return sql.SQL(self.path.read_text()).format(**names.template_values())
+        except (KeyError, ValueError) as e:
+            raise SchemaError(f"migration {self.path} references an unknown name: {e}") from e
+
+
+def discover(mode: RelayMode, root: Path | None = None) -> list[Migration]:
+    base = root or resource_dir("schemas") / "sql"
+    found = [Migration(p.stem, p) for p in sorted(base.glob("*.sql"))]
+    if mode == "polling":
+        found += [Migration(f"polling/{p.stem}", p) for p in sorted((base / "polling").glob("*.sql"))]
+    return found
+
+
+def migrate(conn: psycopg.Connection[object], names: DbNames = DbNames(),
+            mode: RelayMode = "cdc", debezium_password: str | None = None) -> list[str]:
+    """Apply what is pending; return the versions applied now (empty when up to date)."""
+    lock_key = zlib.crc32(f"cdcbox-migrate:{names.schema}".encode())
+    applied_now: list[str] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+        ledger = names.table("migrations")
+        conn.execute(sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (version text PRIMARY KEY, "
+            "applied_at timestamptz NOT NULL DEFAULT now())").format(ledger))
+        done = {row[0] for row in conn.execute(sql.SQL("SELECT version FROM {}").format(ledger))}
+        for migration in discover(mode):
+            if migration.version in done:
+                continue
+            conn.execute(migration.render(names))
+            conn.execute(sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(ledger),
+                         (migration.version,))
+            applied_now.append(migration.version)
+        if debezium_password is not None:
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                sql.Identifier(names.debezium_role), sql.Literal(debezium_password)))
+    return applied_now

@@ -1,0 +1,63 @@
+"""Names of the database objects cdcbox owns, validated once and quoted everywhere.
+
+Every SQL statement composes these through `psycopg.sql.Identifier`, never string
+formatting, so a configurable name can never become an injection.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+
+from psycopg import sql
+
+from cdcbox.errors import ConfigError
+
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True)
+class DbNames:
+    schema: str = "public"
+    outbox: str = "outbox_event"
+    inbox: str = "inbox_event"
+    versions: str = "consumer_aggregate_version"
+    reconciliation: str = "consumer_reconciliation"
+    migrations: str = "cdcbox_schema_migrations"
+    publication: str = "cdcbox_outbox"
+    debezium_role: str = "cdcbox_debezium"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not _IDENTIFIER.fullmatch(value):
+                raise ConfigError(
+                    f"database name {f.name}={value!r} is not a plain lower-case SQL "
+                    "identifier (letters, digits, underscore; at most 63 characters)"
+                )
+
+    def table(self, name: str) -> sql.Identifier:
+        """A schema-qualified table identifier: `table("outbox")` → "public"."outbox_event"."""
+        return sql.Identifier(self.schema, getattr(self, name))
+
+    @property
+    def outbox_qualified(self) -> str:
+        """`schema.table`, as Debezium's table.include.list names it."""
+        return f"{self.schema}.{self.outbox}"
+
+    def template_values(self) -> dict[str, sql.Composable]:
+        """What the SQL files under schemas/sql may reference as `{name}`."""
+        return {
+            "schema": sql.Identifier(self.schema),
+            "outbox": self.table("outbox"),
+            "inbox": self.table("inbox"),
+            "versions": self.table("versions"),
+            "reconciliation": self.table("reconciliation"),
+            "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
+            "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
+            "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),
+            "publication": sql.Identifier(self.publication),
+            "publication_name": sql.Literal(self.publication),
+            "debezium_role": sql.Identifier(self.debezium_role),
+            "debezium_role_name": sql.Literal(self.debezium_role),
+        }

@@ -1,0 +1,126 @@
+"""Appending events to the outbox inside the caller's transaction.
+
+The producer never begins or commits: the event must commit or roll back with the
+business change, so appending outside an open transaction is refused. One append is one
+INSERT; inside `conn.pipeline()` it adds no round trip of its own. Everything is checked
+before the first byte is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from cdcbox.errors import SchemaError, UsageError
+from cdcbox.ids import uuid7
+from cdcbox.names import DbNames
+from cdcbox.wire import CONTENT_TYPE_JSON
+
+_AGGREGATE_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,200}")  # it becomes part of a topic name
+_COLUMNS = ("event_id", "aggregate_type", "aggregate_id", "aggregate_version", "event_type",
+            "payload", "content_type", "trace_id")
+_TYPES = ("uuid", "text", "text", "bigint", "text", "bytea", "text", "text")
+ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append. `payload` is JSON-serialisable data, or already-encoded bytes
+    together with their `content_type`."""
+
+    aggregate_type: str
+    aggregate_id: str
+    event_type: str
+    payload: Any
+    aggregate_version: int | None = None
+    event_id: uuid.UUID | None = None
+    trace_id: str | None = None
+    content_type: str = CONTENT_TYPE_JSON
+
+
+def encode_json(payload: Any, what: str) -> bytes:
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise SchemaError(f"{what}: payload is not JSON-serialisable: {e}") from e
+
+
+def _row(event: NewEvent) -> tuple[Any, ...]:
+    what = f"event {event.event_type!r} of {event.aggregate_type}/{event.aggregate_id}"
+    for field_name in ("aggregate_type", "aggregate_id", "event_type"):
+        value = getattr(event, field_name)
+        if not isinstance(value, str) or not value:
+            raise SchemaError(f"{what}: {field_name} is required (a non-empty string)")
+    if not _AGGREGATE_TYPE.fullmatch(event.aggregate_type):
+        raise SchemaError(f"{what}: aggregate_type may hold only letters, digits, '.', '_', "
+                          "'-' (it names the topic)")
+    if event.aggregate_version is not None and (
+            not isinstance(event.aggregate_version, int) or event.aggregate_version < 0):
+        raise SchemaError(f"{what}: aggregate_version must be a non-negative integer")
+    if isinstance(event.payload, bytes | bytearray | memoryview):
+        payload = bytes(event.payload)
+    elif event.content_type == CONTENT_TYPE_JSON:
+        payload = encode_json(event.payload, what)
+    else:
+        raise SchemaError(f"{what}: content type {event.content_type!r} needs bytes")
+    return (event.event_id or uuid7(), event.aggregate_type, event.aggregate_id,
+            event.aggregate_version, event.event_type, payload, event.content_type,
+            event.trace_id)
+
+
+class Outbox:
+    """Appends events to one outbox table; construct once, share freely (holds no connection)."""
+
+    def __init__(self, names: DbNames = DbNames()) -> None:
+        self.names = names
+        # created_at (the router's record timestamp) and occurred_at (the ISO-8601 header)
+        # come from one clock reading, so both relays report the same instant.
+        template = sql.SQL(
+            "INSERT INTO {table} ({cols}, created_at, occurred_at) "
+            "SELECT e.*, n.ts, to_char(n.ts, {iso}) FROM {source} AS e, "
+            "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) AS n")
+        parts = {"table": names.table("outbox"),
+                 "cols": sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
+                 "iso": sql.Literal(ISO_FORMAT)}
+        self._insert_one = template.format(**parts, source=sql.SQL("(VALUES ({}))").format(
+            sql.SQL(", ").join(sql.SQL("%s::" + t) for t in _TYPES)))
+        self._insert_many = template.format(**parts, source=sql.SQL("unnest({})").format(
+            sql.SQL(", ").join(sql.SQL("%s::" + t + "[]") for t in _TYPES)))
+
+    def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
+        """Append one event in the open transaction of `conn`; returns its event id."""
+        row = _row(event)
+        _require_transaction(conn)
+        conn.execute(self._insert_one, row)
+        return row[0]  # type: ignore[no-any-return]
+
+    def append_many(self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]) -> list[uuid.UUID]:
+        """Append many events with one statement (one round trip, whatever the count)."""
+        rows = [_row(e) for e in events]
+        if not rows:
+            return []
+        _require_transaction(conn)
+        columns: Sequence[list[Any]] = [list(c) for c in zip(*rows, strict=True)]
+        conn.execute(self._insert_many, columns)
+        return columns[0]
+
+
+def _require_transaction(conn: psycopg.Connection[Any]) -> None:
+    status = conn.info.transaction_status
+    if status == TransactionStatus.INERROR:
+        raise UsageError("the transaction is aborted; roll it back before appending events")
+    if status != TransactionStatus.INTRANS and not conn.info.pipeline_status:
+        raise UsageError(
+            "outbox append outside a transaction: the event must commit with your business "
+            "change, so call it inside `with conn.transaction():` (or after your business "
+            "statement on a non-autocommit connection)"
+        )

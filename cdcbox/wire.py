@@ -1,0 +1,34 @@
+"""The wire contract both relays emit (DESIGN.md): topic, key, value and header names.
+
+Kept in one module so the producer, the Debezium connector spec, the polling relay and
+the consumer can never drift apart on a name.
+"""
+
+from __future__ import annotations
+
+TOPIC_PREFIX = "outbox.event."
+
+HEADER_EVENT_ID = "id"
+HEADER_EVENT_TYPE = "event_type"
+HEADER_AGGREGATE_TYPE = "aggregate_type"
+HEADER_AGGREGATE_VERSION = "aggregate_version"
+HEADER_OCCURRED_AT = "occurred_at"
+HEADER_TRACEPARENT = "traceparent"
+HEADER_CONTENT_TYPE = "content-type"
+
+CONTENT_TYPE_JSON = "application/json"
+CONTENT_TYPE_AVRO = "application/vnd.apache.avro+binary"
+
+# Outbox column -> header, in the order the router's additional placement lists them.
+COLUMN_HEADERS = (
+    ("event_type", HEADER_EVENT_TYPE),
+    ("aggregate_type", HEADER_AGGREGATE_TYPE),
+    ("aggregate_version", HEADER_AGGREGATE_VERSION),
+    ("occurred_at", HEADER_OCCURRED_AT),
+    ("trace_id", HEADER_TRACEPARENT),
+    ("content_type", HEADER_CONTENT_TYPE),
+)
+
+
+def topic_for(aggregate_type: str) -> str:
+    return TOPIC_PREFIX + aggregate_type
