@@ -15,28 +15,35 @@ from cdcbox.errors import ConnectError, ServiceUnavailable
 
 
 class ConnectClient:
-    def __init__(self, url: str, auth: tuple[str, str] | None = None, timeout_s: float = 30) -> None:
+    def __init__(
+        self, url: str, auth: tuple[str, str] | None = None, timeout_s: float = 30
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self._session = requests.Session()
         self._session.auth = auth
 
-    def _request(self, method: str, path: str, json: Any = None,
-                 allow: tuple[int, ...] = ()) -> requests.Response:
+    def _request(
+        self, method: str, path: str, json: Any = None, allow: tuple[int, ...] = ()
+    ) -> requests.Response:
         try:
-            response = self._session.request(method, self.url + path, json=json,
-                                             timeout=self.timeout_s)
+            response = self._session.request(
+                method, self.url + path, json=json, timeout=self.timeout_s
+            )
         except requests.RequestException as e:
             raise ServiceUnavailable(
                 f"Kafka Connect at {self.url} is unreachable ({type(e).__name__}); is the "
-                "worker running? (`cdc-ctl stack status`)") from e
+                "worker running? (`cdc-ctl stack status`)"
+            ) from e
         if response.status_code >= 400 and response.status_code not in allow:
             try:
                 message = response.json().get("message", response.text)
             except ValueError:
                 message = response.text
-            raise ConnectError(f"Kafka Connect {method} {path}: HTTP {response.status_code}: "
-                               f"{message}", status=response.status_code)
+            raise ConnectError(
+                f"Kafka Connect {method} {path}: HTTP {response.status_code}: {message}",
+                status=response.status_code,
+            )
         return response
 
     # --- plugins -------------------------------------------------------------------
@@ -57,7 +64,9 @@ class ConnectClient:
         return None if response.status_code == 404 else dict(response.json())
 
     def put_config(self, name: str, config: dict[str, str]) -> dict[str, Any]:
-        return dict(self._request("PUT", f"/connectors/{quote(name, safe='')}/config", config).json())
+        return dict(
+            self._request("PUT", f"/connectors/{quote(name, safe='')}/config", config).json()
+        )
 
     def status(self, name: str) -> dict[str, Any] | None:
         response = self._request("GET", f"/connectors/{quote(name, safe='')}/status", allow=(404,))

@@ -27,8 +27,14 @@ _SECRET_KEY = re.compile(r"(password|secret|credential|token|jaas\.config|api\.k
 # Keys that plugins define themselves (converter options) or that Connect forwards to
 # clients; Connect's validate endpoint does not list them, so they are allowed by prefix.
 _PASS_THROUGH_PREFIXES = (
-    "key.converter.", "value.converter.", "header.converter.", "producer.override.",
-    "consumer.override.", "admin.override.", "topic.creation.", "driver.",
+    "key.converter.",
+    "value.converter.",
+    "header.converter.",
+    "producer.override.",
+    "consumer.override.",
+    "admin.override.",
+    "topic.creation.",
+    "driver.",
 )
 REDACTED = "********"
 
@@ -56,8 +62,12 @@ def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:
         raw = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise SpecError(f"{path}: cannot read connector spec: {e}") from e
-    if not isinstance(raw, dict) or set(raw) - {"name", "config"} or "name" not in raw \
-            or not isinstance(raw.get("config"), dict):
+    if (
+        not isinstance(raw, dict)
+        or set(raw) - {"name", "config"}
+        or "name" not in raw
+        or not isinstance(raw.get("config"), dict)
+    ):
         raise SpecError(f"{path}: a spec is a mapping with exactly 'name' and 'config'")
 
     def substitute(key: str, value: Any) -> str:
@@ -67,8 +77,10 @@ def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:
                 return env[name]
             if default is not None:
                 return default
-            raise SpecError(f"{path}: {key} uses ${{{name}}}, which is not set "
-                            "(see `cdc-ctl stack env`)")
+            raise SpecError(
+                f"{path}: {key} uses ${{{name}}}, which is not set (see `cdc-ctl stack env`)"
+            )
+
         return _VARIABLE.sub(one, _stringify(value))
 
     name = substitute("name", raw["name"])
@@ -92,13 +104,16 @@ def check_secrets(path: Path, config: Mapping[str, str]) -> None:
         if is_secret_key(key) and value and not _PLACEHOLDER.fullmatch(value):
             raise SpecError(
                 f"{path}: {key} holds a literal secret; use a config provider placeholder "
-                "such as ${file:/path/secrets.properties:password}")
+                "such as ${file:/path/secrets.properties:password}"
+            )
 
 
 def redact(config: Mapping[str, str]) -> dict[str, str]:
     """What may be printed: placeholders are shown, literal secrets are masked."""
-    return {k: (REDACTED if is_secret_key(k) and not _PLACEHOLDER.fullmatch(v) else v)
-            for k, v in config.items()}
+    return {
+        k: (REDACTED if is_secret_key(k) and not _PLACEHOLDER.fullmatch(v) else v)
+        for k, v in config.items()
+    }
 
 
 def load_specs(path: Path, env: Mapping[str, str] | None = None) -> list[ConnectorSpec]:
@@ -143,8 +158,9 @@ def diff(live: Mapping[str, str] | None, desired: Mapping[str, str]) -> ConfigDi
     return ConfigDiff(
         added={k: v for k, v in desired.items() if k not in current},
         removed={k: v for k, v in current.items() if k not in desired},
-        changed={k: (current[k], v) for k, v in desired.items()
-                 if k in current and current[k] != v},
+        changed={
+            k: (current[k], v) for k, v in desired.items() if k in current and current[k] != v
+        },
     )
 
 
@@ -153,16 +169,21 @@ def validate(client: ConnectClient, spec: ConnectorSpec) -> None:
     result = client.validate(spec.connector_class, {**spec.config, "name": spec.name})
     problems = [
         f"{item['value']['name']}: {'; '.join(item['value']['errors'])}"
-        for item in result.get("configs", []) if item["value"].get("errors")
+        for item in result.get("configs", [])
+        if item["value"].get("errors")
     ]
     known = {item["definition"]["name"] for item in result.get("configs", [])}
-    unknown = sorted(k for k in spec.config
-                     if k not in known and not k.startswith(_PASS_THROUGH_PREFIXES))
-    problems += [f"{k}: unknown option (not defined by {spec.connector_class}, its "
-                 "transforms or Connect)" for k in unknown]
+    unknown = sorted(
+        k for k in spec.config if k not in known and not k.startswith(_PASS_THROUGH_PREFIXES)
+    )
+    problems += [
+        f"{k}: unknown option (not defined by {spec.connector_class}, its transforms or Connect)"
+        for k in unknown
+    ]
     if problems:
-        raise SpecError(f"{spec.source}: connector {spec.name!r} refused:\n  "
-                        + "\n  ".join(problems))
+        raise SpecError(
+            f"{spec.source}: connector {spec.name!r} refused:\n  " + "\n  ".join(problems)
+        )
 
 
 @dataclass(frozen=True)
@@ -198,4 +219,6 @@ def wait_running(client: ConnectClient, name: str, timeout_s: float) -> str:
             if last.get("tasks") and all(s == "RUNNING" for s in states):
                 return "RUNNING"
         time.sleep(0.5)
-    raise ConnectError(f"connector {name!r} not RUNNING after {timeout_s:.0f}s; last status: {last}")
+    raise ConnectError(
+        f"connector {name!r} not RUNNING after {timeout_s:.0f}s; last status: {last}"
+    )

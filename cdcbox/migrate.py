@@ -10,7 +10,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
@@ -38,30 +38,43 @@ def discover(mode: RelayMode, root: Path | None = None) -> list[Migration]:
     base = root or resource_dir("schemas") / "sql"
     found = [Migration(p.stem, p) for p in sorted(base.glob("*.sql"))]
     if mode == "polling":
-        found += [Migration(f"polling/{p.stem}", p) for p in sorted((base / "polling").glob("*.sql"))]
+        found += [
+            Migration(f"polling/{p.stem}", p) for p in sorted((base / "polling").glob("*.sql"))
+        ]
     return found
 
 
-def migrate(conn: psycopg.Connection[object], names: DbNames = DbNames(),
-            mode: RelayMode = "cdc", debezium_password: str | None = None) -> list[str]:
+def migrate(
+    conn: psycopg.Connection[Any],
+    names: DbNames = DbNames(),
+    mode: RelayMode = "cdc",
+    debezium_password: str | None = None,
+) -> list[str]:
     """Apply what is pending; return the versions applied now (empty when up to date)."""
     lock_key = zlib.crc32(f"cdcbox-migrate:{names.schema}".encode())
     applied_now: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
         ledger = names.table("migrations")
-        conn.execute(sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (version text PRIMARY KEY, "
-            "applied_at timestamptz NOT NULL DEFAULT now())").format(ledger))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (version text PRIMARY KEY, "
+                "applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(ledger)
+        )
         done = {row[0] for row in conn.execute(sql.SQL("SELECT version FROM {}").format(ledger))}
         for migration in discover(mode):
             if migration.version in done:
                 continue
             conn.execute(migration.render(names))
-            conn.execute(sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(ledger),
-                         (migration.version,))
+            conn.execute(
+                sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(ledger), (migration.version,)
+            )
             applied_now.append(migration.version)
         if debezium_password is not None:
-            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                sql.Identifier(names.debezium_role), sql.Literal(debezium_password)))
+            conn.execute(
+                sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(names.debezium_role), sql.Literal(debezium_password)
+                )
+            )
     return applied_now

@@ -25,8 +25,16 @@ from cdcbox.names import DbNames
 from cdcbox.wire import CONTENT_TYPE_JSON
 
 _AGGREGATE_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,200}")  # it becomes part of a topic name
-_COLUMNS = ("event_id", "aggregate_type", "aggregate_id", "aggregate_version", "event_type",
-            "payload", "content_type", "trace_id")
+_COLUMNS = (
+    "event_id",
+    "aggregate_type",
+    "aggregate_id",
+    "aggregate_version",
+    "event_type",
+    "payload",
+    "content_type",
+    "trace_id",
+)
 _TYPES = ("uuid", "text", "text", "bigint", "text", "bytea", "text", "text")
 ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 
@@ -48,8 +56,9 @@ class NewEvent:
 
 def encode_json(payload: Any, what: str) -> bytes:
     try:
-        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False).encode()
+        return json.dumps(
+            payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
     except (TypeError, ValueError) as e:
         raise SchemaError(f"{what}: payload is not JSON-serialisable: {e}") from e
 
@@ -61,10 +70,13 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
         if not isinstance(value, str) or not value:
             raise SchemaError(f"{what}: {field_name} is required (a non-empty string)")
     if not _AGGREGATE_TYPE.fullmatch(event.aggregate_type):
-        raise SchemaError(f"{what}: aggregate_type may hold only letters, digits, '.', '_', "
-                          "'-' (it names the topic)")
+        raise SchemaError(
+            f"{what}: aggregate_type may hold only letters, digits, '.', '_', "
+            "'-' (it names the topic)"
+        )
     if event.aggregate_version is not None and (
-            not isinstance(event.aggregate_version, int) or event.aggregate_version < 0):
+        not isinstance(event.aggregate_version, int) or event.aggregate_version < 0
+    ):
         raise SchemaError(f"{what}: aggregate_version must be a non-negative integer")
     if isinstance(event.payload, bytes | bytearray | memoryview):
         payload = bytes(event.payload)
@@ -72,9 +84,16 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
         payload = encode_json(event.payload, what)
     else:
         raise SchemaError(f"{what}: content type {event.content_type!r} needs bytes")
-    return (event.event_id or uuid7(), event.aggregate_type, event.aggregate_id,
-            event.aggregate_version, event.event_type, payload, event.content_type,
-            event.trace_id)
+    return (
+        event.event_id or uuid7(),
+        event.aggregate_type,
+        event.aggregate_id,
+        event.aggregate_version,
+        event.event_type,
+        payload,
+        event.content_type,
+        event.trace_id,
+    )
 
 
 class Outbox:
@@ -87,14 +106,25 @@ class Outbox:
         template = sql.SQL(
             "INSERT INTO {table} ({cols}, created_at, occurred_at) "
             "SELECT e.*, n.ts, to_char(n.ts, {iso}) FROM {source} AS e, "
-            "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) AS n")
-        parts = {"table": names.table("outbox"),
-                 "cols": sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
-                 "iso": sql.Literal(ISO_FORMAT)}
-        self._insert_one = template.format(**parts, source=sql.SQL("(VALUES ({}))").format(
-            sql.SQL(", ").join(sql.SQL("%s::" + t) for t in _TYPES)))
-        self._insert_many = template.format(**parts, source=sql.SQL("unnest({})").format(
-            sql.SQL(", ").join(sql.SQL("%s::" + t + "[]") for t in _TYPES)))
+            "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) AS n"
+        )
+        parts = {
+            "table": names.table("outbox"),
+            "cols": sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
+            "iso": sql.Literal(ISO_FORMAT),
+        }
+        self._insert_one = template.format(
+            **parts,
+            source=sql.SQL("(VALUES ({}))").format(
+                sql.SQL(", ").join(sql.SQL("%s::" + t) for t in _TYPES)
+            ),
+        )
+        self._insert_many = template.format(
+            **parts,
+            source=sql.SQL("unnest({})").format(
+                sql.SQL(", ").join(sql.SQL("%s::" + t + "[]") for t in _TYPES)
+            ),
+        )
 
     def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
         """Append one event in the open transaction of `conn`; returns its event id."""
@@ -103,7 +133,9 @@ class Outbox:
         conn.execute(self._insert_one, row)
         return row[0]  # type: ignore[no-any-return]
 
-    def append_many(self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]) -> list[uuid.UUID]:
+    def append_many(
+        self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]
+    ) -> list[uuid.UUID]:
         """Append many events with one statement (one round trip, whatever the count)."""
         rows = [_row(e) for e in events]
         if not rows:

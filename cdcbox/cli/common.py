@@ -41,8 +41,7 @@ class Settings:
 
     def require_bootstrap(self) -> str:
         if not self.bootstrap_servers:
-            raise ConfigError(
-                "no Kafka: pass --bootstrap-servers or set CDCBOX_BOOTSTRAP_SERVERS")
+            raise ConfigError("no Kafka: pass --bootstrap-servers or set CDCBOX_BOOTSTRAP_SERVERS")
         return self.bootstrap_servers
 
     def require_connect(self) -> str:

@@ -75,8 +75,13 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
     for name in connect.connectors():
         status = connect.status(name) or {}
         tasks = status.get("tasks", [])
-        rows.append({"name": name, "state": status.get("connector", {}).get("state", "?"),
-                     "tasks": ",".join(t["state"] for t in tasks)})
+        rows.append(
+            {
+                "name": name,
+                "state": status.get("connector", {}).get("state", "?"),
+                "tasks": ",".join(t["state"] for t in tasks),
+            }
+        )
     if as_json:
         print_json(rows)
     else:

@@ -18,11 +18,19 @@ def db() -> None:
 
 
 @db.command("migrate")
-@click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True,
-              help="polling also creates the relay's claim indexes.")
-@click.option("--debezium-password-file", type=click.Path(exists=True, path_type=Path),
-              envvar="CDCBOX_DEBEZIUM_PASSWORD_FILE",
-              help="Properties file with password=... to set on the Debezium role.")
+@click.option(
+    "--relay",
+    type=click.Choice(["cdc", "polling"]),
+    default="cdc",
+    show_default=True,
+    help="polling also creates the relay's claim indexes.",
+)
+@click.option(
+    "--debezium-password-file",
+    type=click.Path(exists=True, path_type=Path),
+    envvar="CDCBOX_DEBEZIUM_PASSWORD_FILE",
+    help="Properties file with password=... to set on the Debezium role.",
+)
 @click.pass_context
 @handle_errors
 def migrate_command(ctx: click.Context, relay: str, debezium_password_file: Path | None) -> None:

@@ -6,6 +6,7 @@ import click
 
 from cdcbox.cli.common import Settings
 from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
+from cdcbox.cli.consume import consume
 from cdcbox.cli.db import db
 from cdcbox.cli.stack import stack
 
@@ -15,19 +16,29 @@ from cdcbox.cli.stack import stack
 @click.option("--bootstrap-servers", envvar="CDCBOX_BOOTSTRAP_SERVERS", help="Kafka brokers.")
 @click.option("--connect-url", envvar="CDCBOX_CONNECT_URL", help="Kafka Connect REST URL.")
 @click.option("--connect-user", envvar="CDCBOX_CONNECT_USER", help="Connect basic-auth user.")
-@click.option("--connect-password", envvar="CDCBOX_CONNECT_PASSWORD",
-              help="Connect basic-auth password (prefer the environment variable).")
+@click.option(
+    "--connect-password",
+    envvar="CDCBOX_CONNECT_PASSWORD",
+    help="Connect basic-auth password (prefer the environment variable).",
+)
 @click.version_option(package_name="cdcbox")
 @click.pass_context
-def cli(ctx: click.Context, dsn: str | None, bootstrap_servers: str | None,
-        connect_url: str | None, connect_user: str | None, connect_password: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    dsn: str | None,
+    bootstrap_servers: str | None,
+    connect_url: str | None,
+    connect_user: str | None,
+    connect_password: str | None,
+) -> None:
     """Operate the cdcbox outbox/inbox pipeline."""
     auth = (connect_user, connect_password or "") if connect_user else None
-    ctx.obj = Settings(dsn=dsn, bootstrap_servers=bootstrap_servers, connect_url=connect_url,
-                       connect_auth=auth)
+    ctx.obj = Settings(
+        dsn=dsn, bootstrap_servers=bootstrap_servers, connect_url=connect_url, connect_auth=auth
+    )
 
 
-for command in (stack, db, apply_command, diff_command, connectors_group):
+for command in (stack, db, apply_command, diff_command, connectors_group, consume):
     cli.add_command(command)
 
 

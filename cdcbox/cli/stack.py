@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import click
 
@@ -12,35 +14,72 @@ from cdcbox.stack import runner
 from cdcbox.stack.config import Ports, StackConfig
 
 
-def _config(state_dir: Path | None, cache_dir: Path | None, pg_port: int, kafka_port: int,
-            controller_port: int, connect_port: int) -> StackConfig:
+def _config(
+    state_dir: Path | None,
+    cache_dir: Path | None,
+    pg_port: int,
+    kafka_port: int,
+    controller_port: int,
+    connect_port: int,
+) -> StackConfig:
     return StackConfig(
         state_dir=(state_dir or default_state_dir()).resolve(),
         cache_dir=(cache_dir or default_cache_dir()).resolve(),
         infra_dir=resource_dir("infra"),
-        ports=Ports(postgres=pg_port, kafka=kafka_port, controller=controller_port,
-                    connect=connect_port),
+        ports=Ports(
+            postgres=pg_port, kafka=kafka_port, controller=controller_port, connect=connect_port
+        ),
     )
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
 _defaults = Ports()
 state_options = [
-    click.option("--state-dir", type=click.Path(path_type=Path), envvar="CDCBOX_STACK_DIR",
-                 help="Data, logs, pids and secrets of this stack [.cdcbox/stack]."),
-    click.option("--cache-dir", type=click.Path(path_type=Path), envvar="CDCBOX_CACHE_DIR",
-                 help="Resolved jars, shared by all stacks [~/.cache/cdcbox]."),
-    click.option("--pg-port", type=int, default=_defaults.postgres, envvar="CDCBOX_PG_PORT",
-                 show_default=True),
-    click.option("--kafka-port", type=int, default=_defaults.kafka, envvar="CDCBOX_KAFKA_PORT",
-                 show_default=True),
-    click.option("--controller-port", type=int, default=_defaults.controller,
-                 envvar="CDCBOX_CONTROLLER_PORT", show_default=True),
-    click.option("--connect-port", type=int, default=_defaults.connect,
-                 envvar="CDCBOX_CONNECT_PORT", show_default=True),
+    click.option(
+        "--state-dir",
+        type=click.Path(path_type=Path),
+        envvar="CDCBOX_STACK_DIR",
+        help="Data, logs, pids and secrets of this stack [.cdcbox/stack].",
+    ),
+    click.option(
+        "--cache-dir",
+        type=click.Path(path_type=Path),
+        envvar="CDCBOX_CACHE_DIR",
+        help="Resolved jars, shared by all stacks [~/.cache/cdcbox].",
+    ),
+    click.option(
+        "--pg-port",
+        type=int,
+        default=_defaults.postgres,
+        envvar="CDCBOX_PG_PORT",
+        show_default=True,
+    ),
+    click.option(
+        "--kafka-port",
+        type=int,
+        default=_defaults.kafka,
+        envvar="CDCBOX_KAFKA_PORT",
+        show_default=True,
+    ),
+    click.option(
+        "--controller-port",
+        type=int,
+        default=_defaults.controller,
+        envvar="CDCBOX_CONTROLLER_PORT",
+        show_default=True,
+    ),
+    click.option(
+        "--connect-port",
+        type=int,
+        default=_defaults.connect,
+        envvar="CDCBOX_CONNECT_PORT",
+        show_default=True,
+    ),
 ]
 
 
-def with_state_options(fn):  # type: ignore[no-untyped-def]
+def with_state_options(fn: Callable[P, R]) -> Callable[P, R]:
     for option in reversed(state_options):
         fn = option(fn)
     return fn
@@ -53,8 +92,12 @@ def stack() -> None:
 
 @stack.command()
 @with_state_options
-@click.option("--mode", type=click.Choice(["native", "compose"]), default=None,
-              help="Force a runner; default: compose when a Docker engine answers, else native.")
+@click.option(
+    "--mode",
+    type=click.Choice(["native", "compose"]),
+    default=None,
+    help="Force a runner; default: compose when a Docker engine answers, else native.",
+)
 @handle_errors
 def up(mode: str | None, **kwargs: object) -> None:
     """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
@@ -80,8 +123,10 @@ def down(purge: bool, **kwargs: object) -> None:
 def status(**kwargs: object) -> None:
     """Show each component's state."""
     rows = runner.status(_config(**kwargs))  # type: ignore[arg-type]
-    print_table([(r.name, "running" if r.running else "stopped", r.detail) for r in rows],
-                ["component", "state", "detail"])
+    print_table(
+        [(r.name, "running" if r.running else "stopped", r.detail) for r in rows],
+        ["component", "state", "detail"],
+    )
     if not all(r.running for r in rows):
         raise SystemExit(1)
 

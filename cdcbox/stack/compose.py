@@ -27,8 +27,13 @@ def docker_engine_answers() -> bool:
     if shutil.which("docker") is None:
         return False
     try:
-        result = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
-                                capture_output=True, text=True, timeout=10, check=False)
+        result = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0 and bool(result.stdout.strip())
@@ -39,27 +44,44 @@ class ComposeStack:
         self.config = config
         self.secrets = secrets
 
-    def _compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    def environment(self) -> dict[str, str]:
+        """Variables the compose file reads (besides infra/versions.env)."""
         ports = self.config.ports
-        env = {
-            **os.environ,
+        return {
             "CDCBOX_SECRETS_DIR": str(self.secrets.directory),
             "CDCBOX_PG_PORT": str(ports.postgres),
             "CDCBOX_KAFKA_PORT": str(ports.kafka),
             "CDCBOX_CONNECT_PORT": str(ports.connect),
             "CDCBOX_DATABASE": self.config.database,
         }
-        argv = ["docker", "compose", "-p", PROJECT,
-                "--env-file", str(self.config.infra_dir / "versions.env"),
-                "-f", str(self.config.infra_dir / "docker-compose.yml"), *args]
-        return subprocess.run(argv, env=env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+
+    def _compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **self.environment()}
+        argv = [
+            "docker",
+            "compose",
+            "-p",
+            PROJECT,
+            "--env-file",
+            str(self.config.infra_dir / "versions.env"),
+            "-f",
+            str(self.config.infra_dir / "docker-compose.yml"),
+            *args,
+        ]
+        return subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
 
     def up(self) -> Endpoints:
         result = self._compose("up", "-d", "--build", "--wait")
         if result.returncode != 0:
-            raise StackError(f"docker compose up failed (see `docker compose -p {PROJECT} logs`):"
-                             f"\n{result.stderr[-3000:]}")
+            raise StackError(
+                f"docker compose up failed (see `docker compose -p {PROJECT} logs`):"
+                f"\n{result.stderr[-3000:]}"
+            )
+        return self.endpoints()
+
+    def endpoints(self) -> Endpoints:
         host, ports = self.config.host, self.config.ports
         return Endpoints(
             dsn=f"postgresql://postgres@{host}:{ports.postgres}/{self.config.database}",
@@ -84,5 +106,7 @@ class ComposeStack:
 
         result = self._compose("ps", "--format", "{{.Service}} {{.State}}", timeout=60)
         states = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
-        return [ComponentStatus(name, states.get(name) == "running", states.get(name, "absent"))
-                for name in ("postgres", "kafka", "connect")]
+        return [
+            ComponentStatus(name, states.get(name) == "running", states.get(name, "absent"))
+            for name in ("postgres", "kafka", "connect")
+        ]

@@ -19,7 +19,9 @@ from cdcbox.stack.kafka import jvm_argv, write_properties
 DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
 
-def worker_properties(bootstrap: str, rest_host: str, rest_port: int, plugin_path: str) -> dict[str, str]:
+def worker_properties(
+    bootstrap: str, rest_host: str, rest_port: int, plugin_path: str
+) -> dict[str, str]:
     """The Connect worker config shared by the native runner (compose sets the same)."""
     return {
         "bootstrap.servers": bootstrap,
@@ -67,16 +69,31 @@ class NativeConnect:
     def start(self) -> None:
         if self.running():
             return
-        write_properties(self.properties, worker_properties(
-            self.bootstrap, self.config.host, self.config.ports.connect,
-            str(self._layout().plugin_path)))
-        record = process.spawn(
-            jvm_argv(self._layout(), self.config.infra_dir, self.config.connect_heap_mb,
-                     "org.apache.kafka.connect.cli.ConnectDistributed", str(self.properties)),
-            log_file=self.log_file, pid_file=self.pid_file,
+        write_properties(
+            self.properties,
+            worker_properties(
+                self.bootstrap,
+                self.config.host,
+                self.config.ports.connect,
+                str(self._layout().plugin_path),
+            ),
         )
-        if not process.wait_until(lambda: self.lists_debezium() or not record.alive(),
-                                  self.config.ready_timeout_s, interval_s=0.5):
+        record = process.spawn(
+            jvm_argv(
+                self._layout(),
+                self.config.infra_dir,
+                self.config.connect_heap_mb,
+                "org.apache.kafka.connect.cli.ConnectDistributed",
+                str(self.properties),
+            ),
+            log_file=self.log_file,
+            pid_file=self.pid_file,
+        )
+        if not process.wait_until(
+            lambda: self.lists_debezium() or not record.alive(),
+            self.config.ready_timeout_s,
+            interval_s=0.5,
+        ):
             raise StackError(
                 f"Kafka Connect at {self.url} did not list {DEBEZIUM_POSTGRES_CLASS} "
                 f"(log: {self.log_file}):\n{process.tail(self.log_file)}"

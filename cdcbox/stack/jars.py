@@ -26,18 +26,29 @@ class JvmLayout:
     plugin_path: Path
 
 
-def _maven_copy(mvn: str, pom: Path, profile: str, versions: StackVersions, target: Path,
-                extra: list[str]) -> None:
+def _maven_copy(
+    mvn: str, pom: Path, profile: str, versions: StackVersions, target: Path, extra: list[str]
+) -> None:
     if (target / _MARKER).exists():
         return
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     argv = [
-        mvn, "-B", "-q", "-f", str(pom), "-P", profile,
-        f"-Dkafka.version={versions.kafka}", f"-Ddebezium.version={versions.debezium}",
-        f"-Dlog4j.version={versions.log4j}", f"-Dslf4j.version={versions.slf4j}",
-        "dependency:copy-dependencies", "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}", *extra,
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(pom),
+        "-P",
+        profile,
+        f"-Dkafka.version={versions.kafka}",
+        f"-Ddebezium.version={versions.debezium}",
+        f"-Dlog4j.version={versions.log4j}",
+        f"-Dslf4j.version={versions.slf4j}",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+        *extra,
     ]
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -60,7 +71,13 @@ def resolve_jars(config: StackConfig) -> JvmLayout:
     _maven_copy(mvn, pom, "kafka", versions, kafka_dir, [])
     # Connect provides its own API, clients and logging to plugins; copies of them in the
     # plugin directory would shadow the worker's classes.
-    _maven_copy(mvn, pom, "debezium", versions, plugins / "debezium-connector-postgres",
-                ["-DexcludeGroupIds=org.apache.kafka,org.slf4j"])
+    _maven_copy(
+        mvn,
+        pom,
+        "debezium",
+        versions,
+        plugins / "debezium-connector-postgres",
+        ["-DexcludeGroupIds=org.apache.kafka,org.slf4j"],
+    )
     (plugins / _MARKER).write_text("")
     return JvmLayout(java=java, kafka_classpath=f"{kafka_dir}/*", plugin_path=plugins)

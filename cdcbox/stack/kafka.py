@@ -37,12 +37,19 @@ def write_properties(path: Path, values: dict[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
 
 
-def jvm_argv(layout: JvmLayout | None, infra_dir: Path, heap_mb: int, main: str, *args: str) -> list[str]:
+def jvm_argv(layout: JvmLayout, infra_dir: Path, heap_mb: int, main: str, *args: str) -> list[str]:
     return [
-        layout.java, f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+        layout.java,
+        f"-Xms{heap_mb // 2}m",
+        f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={infra_dir / 'log4j2.properties'}",
-        "-cp", layout.kafka_classpath, main, *args,
+        "-cp",
+        layout.kafka_classpath,
+        main,
+        *args,
     ]
 
 
@@ -66,29 +73,41 @@ class NativeKafka:
         if self.running():
             return
         host, ports = self.config.host, self.config.ports
-        write_properties(self.properties, {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"{host}:{ports.controller}",
-            "listeners": f"PLAINTEXT://{host}:{ports.kafka},CONTROLLER://{host}:{ports.controller}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{ports.kafka}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.log_dir),
-            "num.partitions": str(self.config.default_partitions),
-            "auto.create.topics.enable": "true",
-            **_SINGLE_NODE,
-        })
+        write_properties(
+            self.properties,
+            {
+                "process.roles": "broker,controller",
+                "node.id": "1",
+                "controller.quorum.bootstrap.servers": f"{host}:{ports.controller}",
+                "listeners": f"PLAINTEXT://{host}:{ports.kafka},CONTROLLER://{host}:{ports.controller}",
+                "advertised.listeners": f"PLAINTEXT://{host}:{ports.kafka}",
+                "controller.listener.names": "CONTROLLER",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "log.dirs": str(self.log_dir),
+                "num.partitions": str(self.config.default_partitions),
+                "auto.create.topics.enable": "true",
+                **_SINGLE_NODE,
+            },
+        )
         if not (self.log_dir / "meta.properties").exists():
             self._format()
         record = process.spawn(
-            jvm_argv(self._layout(), self.config.infra_dir, self.config.kafka_heap_mb,
-                     "kafka.Kafka", str(self.properties)),
-            log_file=self.log_file, pid_file=self.pid_file,
+            jvm_argv(
+                self._layout(),
+                self.config.infra_dir,
+                self.config.kafka_heap_mb,
+                "kafka.Kafka",
+                str(self.properties),
+            ),
+            log_file=self.log_file,
+            pid_file=self.pid_file,
         )
-        if not process.wait_until(lambda: self._answers() or not record.alive(),
-                                  self.config.ready_timeout_s, interval_s=0.5):
+        if not process.wait_until(
+            lambda: self._answers() or not record.alive(),
+            self.config.ready_timeout_s,
+            interval_s=0.5,
+        ):
             raise StackError(f"Kafka did not answer on {self.bootstrap} (log: {self.log_file})")
         if not record.alive():
             raise StackError(
@@ -98,8 +117,18 @@ class NativeKafka:
 
     def _format(self) -> None:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        argv = jvm_argv(self._layout(), self.config.infra_dir, 256, "kafka.tools.StorageTool",
-                        "format", "-t", cluster_id, "-c", str(self.properties), "--standalone")
+        argv = jvm_argv(
+            self._layout(),
+            self.config.infra_dir,
+            256,
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(self.properties),
+            "--standalone",
+        )
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise StackError(f"Kafka storage format failed:\n{result.stdout}{result.stderr}")

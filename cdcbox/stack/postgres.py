@@ -61,8 +61,19 @@ class NativePostgres:
             }.items()
         )
         result = self._run_as_postgres(
-            [str(bin_dir / "pg_ctl"), "start", "-D", str(self.data_dir), "-l",
-             str(self.log_file), "-w", "-t", "60", "-o", options]
+            [
+                str(bin_dir / "pg_ctl"),
+                "start",
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_file),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                options,
+            ]
         )
         if result.returncode != 0:
             raise StackError(
@@ -123,9 +134,19 @@ class NativePostgres:
             os.chown(pwfile, account.pw_uid, account.pw_gid)
         try:
             result = self._run_as_postgres(
-                [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
-                 f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=peer",
-                 "-E", "UTF8", "--locale=C"]
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    SUPERUSER,
+                    f"--pwfile={pwfile}",
+                    "--auth-host=scram-sha-256",
+                    "--auth-local=peer",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                ]
             )
         finally:
             pwfile.unlink(missing_ok=True)
@@ -138,8 +159,12 @@ class NativePostgres:
 
     def _create_database(self) -> None:
         with psycopg.connect(
-            host=self.config.host, port=self.config.ports.postgres, dbname="postgres",
-            user=SUPERUSER, password=self.secrets.superuser_password(), autocommit=True,
+            host=self.config.host,
+            port=self.config.ports.postgres,
+            dbname="postgres",
+            user=SUPERUSER,
+            password=self.secrets.superuser_password(),
+            autocommit=True,
         ) as conn:
             exists = conn.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", (self.config.database,)
@@ -153,6 +178,4 @@ class NativePostgres:
 
     def _run_as_postgres(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         prefix = ["runuser", "-u", "postgres", "--"] if postgres_account() else []
-        return subprocess.run(
-            prefix + argv, capture_output=True, text=True, check=False, cwd="/"
-        )
+        return subprocess.run(prefix + argv, capture_output=True, text=True, check=False, cwd="/")

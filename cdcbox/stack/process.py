@@ -6,6 +6,7 @@ whose pid was reused by an unrelated process is recognised and that process left
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -30,10 +31,8 @@ def start_ticks(pid: int) -> str | None:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if `pid` is our own child, so it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 @dataclass(frozen=True)

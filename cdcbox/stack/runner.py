@@ -112,8 +112,11 @@ def down(config: StackConfig, purge: bool = False) -> None:
 def _native_components(config: StackConfig) -> list[NativeConnect | NativeKafka | NativePostgres]:
     """The native components in stop order; built without jars, pid files suffice."""
     kafka = NativeKafka(config, None)
-    return [NativeConnect(config, None, kafka.bootstrap), kafka,
-            NativePostgres(config, _secrets(config))]
+    return [
+        NativeConnect(config, None, kafka.bootstrap),
+        kafka,
+        NativePostgres(config, _secrets(config)),
+    ]
 
 
 def status(config: StackConfig) -> list[ComponentStatus]:

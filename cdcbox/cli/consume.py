@@ -1,0 +1,122 @@
+"""`cdc-ctl consume module:Class ...`: run handlers until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+from types import FrameType
+from typing import cast
+
+import click
+
+from cdcbox.cli.common import handle_errors, settings
+from cdcbox.consumer import Consumer, ConsumerConfig, Handler, RetryPolicy
+from cdcbox.consumer.config import GapPolicy, Unhandled
+from cdcbox.errors import ConfigError
+
+
+def load_handler(target: str) -> Handler:
+    """Instantiate `package.module:ClassName`; the class must subclass Handler."""
+    module_name, sep, class_name = target.partition(":")
+    if not sep:
+        raise ConfigError(
+            f"{target!r}: expected module:Class, e.g. consumer.inventory:InventoryHandler"
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"{target!r}: cannot import: {e}") from e
+    if not (isinstance(cls, type) and issubclass(cls, Handler)):
+        raise ConfigError(f"{target!r} is not a cdcbox.consumer.Handler subclass")
+    return cls()
+
+
+@click.command("consume")
+@click.argument("handlers", nargs=-1, required=True)
+@click.option(
+    "--group",
+    envvar="CDCBOX_CONSUMER_GROUP",
+    help="Kafka group id [first handler's consumer name].",
+)
+@click.option(
+    "--max-attempts",
+    type=int,
+    default=RetryPolicy.max_attempts,
+    show_default=True,
+    envvar="CDCBOX_MAX_ATTEMPTS",
+)
+@click.option(
+    "--initial-delay",
+    type=float,
+    default=RetryPolicy.initial_delay_s,
+    show_default=True,
+    envvar="CDCBOX_INITIAL_DELAY",
+)
+@click.option(
+    "--max-delay",
+    type=float,
+    default=RetryPolicy.max_delay_s,
+    show_default=True,
+    envvar="CDCBOX_MAX_DELAY",
+)
+@click.option(
+    "--unhandled",
+    type=click.Choice(["skip", "dead-letter"]),
+    default="skip",
+    show_default=True,
+    envvar="CDCBOX_UNHANDLED",
+)
+@click.option(
+    "--gap-policy",
+    type=click.Choice(["apply", "hold"]),
+    default="apply",
+    show_default=True,
+    envvar="CDCBOX_GAP_POLICY",
+)
+@click.option("--dlq-suffix", default=".dlq", show_default=True, envvar="CDCBOX_DLQ_SUFFIX")
+@click.pass_context
+@handle_errors
+def consume(
+    ctx: click.Context,
+    handlers: tuple[str, ...],
+    group: str | None,
+    max_attempts: int,
+    initial_delay: float,
+    max_delay: float,
+    unhandled: str,
+    gap_policy: str,
+    dlq_suffix: str,
+) -> None:
+    """Run HANDLERS (module:Class) in one consumer until SIGTERM or SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    instances = [load_handler(h) for h in handlers]
+    s = settings(ctx)
+    config = ConsumerConfig(
+        bootstrap_servers=s.require_bootstrap(),
+        dsn=s.require_dsn(),
+        group_id=group or instances[0].consumer_name,
+        retry=RetryPolicy(
+            max_attempts=max_attempts, initial_delay_s=initial_delay, max_delay_s=max_delay
+        ),
+        unhandled=cast(Unhandled, unhandled),
+        gap_policy=cast(GapPolicy, gap_policy),
+        dlq_suffix=dlq_suffix,
+    )
+    consumer = Consumer(instances, config)
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        consumer.stop()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    click.echo(f"consuming {', '.join(consumer.topics)} as group {config.group_id}", err=True)
+    stats = consumer.run()
+    click.echo(
+        " ".join(
+            f"{o.value}={n}"
+            for o, n in sorted(stats.outcomes.items(), key=lambda item: item[0].value)
+        )
+        or "no records",
+        err=True,
+    )

@@ -1,0 +1,21 @@
+"""The consumer framework: subclass `Handler`, give it to a `Consumer`, call `run()`.
+
+Each record goes decode → inbox → version guard → handler → commit → Kafka offset
+(`cdcbox.consumer.pipeline`), so at-least-once delivery becomes an exactly-once effect.
+"""
+
+from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
+from cdcbox.consumer.event import Event
+from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.runner import Consumer
+from cdcbox.consumer.stats import ConsumerStats, Outcome
+
+__all__ = [
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerStats",
+    "Event",
+    "Handler",
+    "Outcome",
+    "RetryPolicy",
+]

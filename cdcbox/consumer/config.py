@@ -1,0 +1,43 @@
+"""Consumer configuration as explicit, frozen dataclasses; the CLI builds them from flags."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Literal
+
+Unhandled = Literal["skip", "dead-letter"]
+GapPolicy = Literal["apply", "hold"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter; the partition waits while a record retries."""
+
+    max_attempts: int = 5
+    initial_delay_s: float = 0.1
+    max_delay_s: float = 10.0
+    multiplier: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        """Delay before retry number `attempt` (1-based)."""
+        ceiling = min(self.max_delay_s, self.initial_delay_s * self.multiplier ** (attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    bootstrap_servers: str
+    dsn: str
+    group_id: str
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    dlq_suffix: str = ".dlq"
+    unhandled: Unhandled = "skip"
+    # A version gap (v3 after v1): apply it, or hold (retry until v2 arrives, then DLQ).
+    gap_policy: GapPolicy = "apply"
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    # Latency: the broker answers a fetch as soon as data arrives or after this wait.
+    fetch_max_wait_ms: int = 50
+    max_poll_records: int = 500
+    poll_timeout_ms: int = 200
+    client_id: str = "cdcbox-consumer"

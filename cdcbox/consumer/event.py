@@ -1,0 +1,101 @@
+"""Decoding a Kafka record of the wire contract into a typed `Event`.
+
+A record that cannot be decoded raises `PoisonRecord` with the reason; the runner sends
+it to the dead-letter topic at once rather than retrying what can never succeed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cdcbox import wire
+from cdcbox.errors import PoisonRecord
+
+
+@dataclass(frozen=True)
+class Event:
+    event_id: uuid.UUID
+    event_type: str
+    aggregate_type: str
+    aggregate_id: str
+    aggregate_version: int | None
+    occurred_at: datetime | None
+    trace_id: str | None
+    content_type: str
+    payload: Any
+    value: bytes
+    topic: str
+    partition: int
+    offset: int
+
+
+def headers_of(record: Any) -> dict[str, bytes | None]:
+    return {name: value for name, value in (record.headers or [])}
+
+
+def _text(headers: dict[str, bytes | None], name: str, required: bool) -> str | None:
+    raw = headers.get(name)
+    if raw is None:
+        if required:
+            raise PoisonRecord(f"missing header {name!r}")
+        return None
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as e:
+        raise PoisonRecord(f"header {name!r} is not UTF-8") from e
+
+
+def decode_payload(content_type: str, value: bytes) -> Any:
+    if content_type == wire.CONTENT_TYPE_JSON:
+        try:
+            return json.loads(value)
+        except ValueError as e:
+            raise PoisonRecord(f"value is not valid JSON: {e}") from e
+    return value
+
+
+def decode(record: Any) -> Event:
+    """Turn a kafka-python ConsumerRecord into an Event, or raise PoisonRecord."""
+    headers = headers_of(record)
+    raw_id = _text(headers, wire.HEADER_EVENT_ID, required=True)
+    try:
+        event_id = uuid.UUID(raw_id)
+    except (TypeError, ValueError) as e:
+        raise PoisonRecord(f"header 'id' is not a UUID: {raw_id!r}") from e
+    event_type = _text(headers, wire.HEADER_EVENT_TYPE, required=True)
+    aggregate_type = _text(headers, wire.HEADER_AGGREGATE_TYPE, required=True)
+    if record.key is None:
+        raise PoisonRecord("record has no key (the aggregate id)")
+    version_text = _text(headers, wire.HEADER_AGGREGATE_VERSION, required=False)
+    try:
+        version = int(version_text) if version_text else None
+    except ValueError as e:
+        raise PoisonRecord(f"header 'aggregate_version' is not an integer: {version_text!r}") from e
+    occurred_text = _text(headers, wire.HEADER_OCCURRED_AT, required=False)
+    try:
+        occurred_at = datetime.fromisoformat(occurred_text) if occurred_text else None
+    except ValueError as e:
+        raise PoisonRecord(f"header 'occurred_at' is not ISO-8601: {occurred_text!r}") from e
+    content_type = (
+        _text(headers, wire.HEADER_CONTENT_TYPE, required=False) or wire.CONTENT_TYPE_JSON
+    )
+    value = bytes(record.value or b"")
+    return Event(
+        event_id=event_id,
+        event_type=event_type or "",
+        aggregate_type=aggregate_type or "",
+        aggregate_id=record.key.decode(errors="replace"),
+        aggregate_version=version,
+        occurred_at=occurred_at,
+        trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False),
+        content_type=content_type,
+        payload=decode_payload(content_type, value),
+        value=value,
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+    )

@@ -1,0 +1,34 @@
+"""The one class users subclass: a stable consumer name, what it consumes, `handle()`.
+
+The consumer name is half of the inbox key: renaming it makes every event new again, so
+it is declared explicitly and never derived from the class name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import psycopg
+
+from cdcbox import wire
+from cdcbox.consumer.event import Event
+
+
+class Handler:
+    """Subclass and set `consumer_name`, `aggregate_types` (or `topics`) and `event_types`.
+
+    `handle` runs inside the consumer's transaction on `conn`: write your change with it,
+    never commit or roll back yourself. Raise any exception to have the record retried.
+    """
+
+    consumer_name: ClassVar[str]
+    event_types: ClassVar[frozenset[str] | set[str] | tuple[str, ...]]
+    aggregate_types: ClassVar[tuple[str, ...]] = ()
+    topics: ClassVar[tuple[str, ...]] = ()
+
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def subscribed_topics(cls) -> tuple[str, ...]:
+        return tuple(cls.topics) + tuple(wire.topic_for(a) for a in cls.aggregate_types)

@@ -1,0 +1,187 @@
+"""The consumer loop: poll, run each record through the pipeline, commit offsets.
+
+Offsets are committed only after the records' transactions committed (auto-commit is
+off), once per poll batch and before the next poll, so a rebalance (which kafka-python
+runs inside poll) never revokes a partition with processed but uncommitted records.
+Handlers are validated before the first poll: a duplicate consumer name, an event type
+claimed twice or a handler without topics fails at start-up, not at the first record.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from cdcbox.consumer.config import ConsumerConfig
+from cdcbox.consumer.dead_letter import DeadLetterError, DeadLetters
+from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.pipeline import RecordPipeline
+from cdcbox.consumer.stats import ConsumerStats
+from cdcbox.db import connect
+from cdcbox.errors import ConfigError, ServiceUnavailable
+from cdcbox.inbox import Inbox
+from cdcbox.names import DbNames
+from cdcbox.reconciliation import Reconciliation
+
+log = logging.getLogger("cdcbox.consumer")
+_CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+
+
+def dispatch_table(handlers: Sequence[Handler]) -> dict[str, Handler]:
+    """event_type → handler, refusing what would be ambiguous or silently dead."""
+    if not handlers:
+        raise ConfigError("a consumer needs at least one handler")
+    names: set[str] = set()
+    table: dict[str, Handler] = {}
+    for handler in handlers:
+        cls = type(handler)
+        name = getattr(handler, "consumer_name", None)
+        if not isinstance(name, str) or not _CONSUMER_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{cls.__name__}.consumer_name must be set to a stable name "
+                "(letters, digits, '_.:-'); it is half of the inbox key"
+            )
+        if name in names:
+            raise ConfigError(f"consumer name {name!r} is used by two handlers")
+        names.add(name)
+        if not handler.subscribed_topics():
+            raise ConfigError(f"{cls.__name__} declares neither aggregate_types nor topics")
+        event_types = getattr(handler, "event_types", None)
+        if not event_types:
+            raise ConfigError(f"{cls.__name__}.event_types is empty")
+        for event_type in event_types:
+            if event_type in table:
+                raise ConfigError(
+                    f"event type {event_type!r} is claimed by both "
+                    f"{type(table[event_type]).__name__} and {cls.__name__}"
+                )
+            table[event_type] = handler
+    return table
+
+
+class Consumer:
+    """Runs handlers over their topics; `run()` until `stop()` or a limit is reached."""
+
+    def __init__(
+        self, handlers: Sequence[Handler], config: ConsumerConfig, names: DbNames = DbNames()
+    ) -> None:
+        self.handlers = list(handlers)
+        self.config = config
+        self.stats = ConsumerStats()
+        self._dispatch = dispatch_table(self.handlers)
+        self._stop = threading.Event()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._inbox = Inbox(names)
+        self._reconciliation = Reconciliation(names)
+        self._kafka: KafkaConsumer | None = None
+        self._producer: KafkaProducer | None = None
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({t for h in self.handlers for t in h.subscribed_topics()})
+
+    def stop(self) -> None:
+        """Ask the loop to finish the in-flight batch, commit and return (signal-safe)."""
+        self._stop.set()
+
+    def connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = connect(self.config.dsn)
+        return self._conn
+
+    def _open_kafka(self) -> tuple[KafkaConsumer, KafkaProducer]:
+        c = self.config
+        try:
+            consumer = KafkaConsumer(
+                bootstrap_servers=c.bootstrap_servers,
+                group_id=c.group_id,
+                client_id=c.client_id,
+                enable_auto_commit=False,
+                auto_offset_reset=c.auto_offset_reset,
+                fetch_max_wait_ms=c.fetch_max_wait_ms,
+                max_poll_records=c.max_poll_records,
+            )
+            producer = KafkaProducer(
+                bootstrap_servers=c.bootstrap_servers,
+                acks="all",
+                client_id=c.client_id + "-dlq",
+                linger_ms=0,
+            )
+        except KafkaError as e:
+            raise ServiceUnavailable(f"Kafka at {c.bootstrap_servers} is unreachable: {e}") from e
+        consumer.subscribe(topics=self.topics)
+        return consumer, producer
+
+    def run(
+        self, *, max_records: int | None = None, idle_timeout_s: float | None = None
+    ) -> ConsumerStats:
+        """Consume until stopped, until `max_records` ended, or after `idle_timeout_s` of
+        nothing to do; returns the outcome counts."""
+        kafka, producer = self._open_kafka()
+        self._kafka, self._producer = kafka, producer
+        pipeline = RecordPipeline(
+            self._dispatch,
+            self._inbox,
+            self._reconciliation,
+            DeadLetters(producer, self.config.dlq_suffix),
+            self.config,
+            self.stats,
+        )
+        last_activity = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                if max_records is not None and self.stats.total >= max_records:
+                    break
+                batch = kafka.poll(timeout_ms=self.config.poll_timeout_ms)
+                if not batch:
+                    if (
+                        idle_timeout_s is not None
+                        and time.monotonic() - last_activity > idle_timeout_s
+                    ):
+                        break
+                    continue
+                last_activity = time.monotonic()
+                self._process_batch(kafka, pipeline, batch)
+        finally:
+            self.close()
+        return self.stats
+
+    def _process_batch(
+        self, kafka: KafkaConsumer, pipeline: RecordPipeline, batch: dict[TopicPartition, list[Any]]
+    ) -> None:
+        done: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, records in batch.items():
+            for record in records:
+                try:
+                    outcome = pipeline.process(self.connection, record)
+                except DeadLetterError as e:
+                    # Not applied, not dead-lettered: go back to it after the commit below.
+                    log.error("%s; will retry from offset %d", e, record.offset)
+                    kafka.seek(tp, record.offset)
+                    time.sleep(self.config.retry.delay(self.config.retry.max_attempts))
+                    break
+                self.stats.count(outcome)
+                self.stats.observe_lag(record)
+                done[tp] = OffsetAndMetadata(record.offset + 1, "", -1)
+        if done:
+            kafka.commit(done)
+
+    def close(self) -> None:
+        if self._kafka is not None:
+            self._kafka.close(autocommit=False)
+            self._kafka = None
+        if self._producer is not None:
+            self._producer.close(timeout=10)
+            self._producer = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -1,0 +1,124 @@
+"""The inbox and the aggregate-version guard: all SQL of the consumer side, in one place.
+
+The claim is one `INSERT … ON CONFLICT` keyed by (event_id, consumer_name): no row back
+means the event was already applied (or skipped) by this consumer. The row is written as
+PROCESSED inside the handler's transaction, so it only survives if the handler's change
+commits with it; a rollback leaves no trace. A FAILED row (dead-lettered earlier) may be
+claimed again, which is how a replay from the dead-letter topic gets applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from cdcbox.consumer.event import Event
+from cdcbox.names import DbNames
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    applied: bool  # False: the event is stale (not newer than the last applied)
+    previous: int | None  # the version applied before, None for a new aggregate
+
+
+class Inbox:
+    def __init__(self, names: DbNames = DbNames()) -> None:
+        inbox, versions = names.table("inbox"), names.table("versions")
+        self._claim = sql.SQL(
+            "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
+            "aggregate_id, aggregate_version, status, processed_at, source_topic, "
+            "source_partition, source_offset) "
+            "VALUES (%s, %s, %s, %s, %s, %s, 'PROCESSED', now(), %s, %s, %s) "
+            "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'PROCESSED', "
+            "processed_at = now(), retry_count = i.retry_count + 1, error_message = NULL "
+            "WHERE i.status = 'FAILED' RETURNING 1"
+        ).format(inbox=inbox)
+        self._skip = sql.SQL(
+            "UPDATE {} SET status = 'SKIPPED', skip_reason = %s "
+            "WHERE event_id = %s AND consumer_name = %s"
+        ).format(inbox)
+        self._fail = sql.SQL(
+            "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
+            "aggregate_id, aggregate_version, status, retry_count, error_message, "
+            "source_topic, source_partition, source_offset) "
+            "VALUES (%s, %s, %s, %s, %s, %s, 'FAILED', %s, %s, %s, %s, %s) "
+            "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'FAILED', "
+            "retry_count = i.retry_count + EXCLUDED.retry_count, "
+            "error_message = EXCLUDED.error_message WHERE i.status <> 'PROCESSED'"
+        ).format(inbox=inbox)
+        # Read the previous version and advance it in one round trip; the row lock taken by
+        # the upsert serialises two consumers racing on one aggregate.
+        self._guard = sql.SQL(
+            "WITH prev AS (SELECT version FROM {v} WHERE consumer_name = %(c)s "
+            "AND aggregate_type = %(t)s AND aggregate_id = %(a)s), "
+            "up AS (INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
+            "VALUES (%(c)s, %(t)s, %(a)s, %(n)s) ON CONFLICT "
+            "(consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = "
+            "EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
+            "RETURNING 1) SELECT (SELECT version FROM prev), (SELECT count(*) FROM up)"
+        ).format(v=versions)
+
+    def claim(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> bool:
+        """Insert the inbox row as PROCESSED; False when this consumer already has it."""
+        row = conn.execute(
+            self._claim,
+            (
+                event.event_id,
+                consumer,
+                event.event_type,
+                event.aggregate_type,
+                event.aggregate_id,
+                event.aggregate_version,
+                event.topic,
+                event.partition,
+                event.offset,
+            ),
+        ).fetchone()
+        return row is not None
+
+    def mark_skipped(
+        self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str
+    ) -> None:
+        conn.execute(self._skip, (reason, event.event_id, consumer))
+
+    def record_failure(
+        self, conn: psycopg.Connection[Any], event: Event, consumer: str, attempts: int, error: str
+    ) -> None:
+        """Remember a dead-lettered event and why (own transaction, after the rollback)."""
+        conn.execute(
+            self._fail,
+            (
+                event.event_id,
+                consumer,
+                event.event_type,
+                event.aggregate_type,
+                event.aggregate_id,
+                event.aggregate_version,
+                attempts,
+                error[:4000],
+                event.topic,
+                event.partition,
+                event.offset,
+            ),
+        )
+
+    def advance_version(
+        self, conn: psycopg.Connection[Any], event: Event, consumer: str
+    ) -> GuardResult:
+        """The version guard: advance the aggregate's version if this event is newer."""
+        assert event.aggregate_version is not None
+        row = conn.execute(
+            self._guard,
+            {
+                "c": consumer,
+                "t": event.aggregate_type,
+                "a": event.aggregate_id,
+                "n": event.aggregate_version,
+            },
+        ).fetchone()
+        assert row is not None
+        return GuardResult(applied=bool(row[1]), previous=row[0])

@@ -1,0 +1,118 @@
+"""Fixtures for end-to-end tests: a recording handler and a consumer running in a thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from cdcbox.consumer import Consumer, ConsumerConfig, ConsumerStats, Event, Handler
+from cdcbox.stack.endpoints import Endpoints
+
+EFFECTS_DDL = """
+CREATE TABLE IF NOT EXISTS e2e_effect (
+    seq            bigserial PRIMARY KEY,
+    consumer_name  text   NOT NULL,
+    event_id       uuid   NOT NULL,
+    aggregate_id   text   NOT NULL,
+    version        bigint,
+    headers        jsonb  NOT NULL,
+    payload        jsonb
+)"""
+
+
+def recording_handler(name: str, aggregate_type: str, event_types: set[str],
+                      fail: Callable[[Event], bool] | None = None) -> Handler:
+    """A handler whose effect is one row per applied event in e2e_effect."""
+
+    class Recorder(Handler):
+        consumer_name = name
+        aggregate_types = (aggregate_type,)
+
+        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+            if fail is not None and fail(event):
+                raise RuntimeError(f"handler refuses {event.event_id}")
+            conn.execute(
+                "INSERT INTO e2e_effect (consumer_name, event_id, aggregate_id, version, "
+                "headers, payload) VALUES (%s, %s, %s, %s, %s, %s)",
+                (name, event.event_id, event.aggregate_id, event.aggregate_version,
+                 Jsonb({"event_type": event.event_type, "aggregate_type": event.aggregate_type,
+                        "occurred_at": event.occurred_at.isoformat() if event.occurred_at else None,
+                        "trace_id": event.trace_id, "content_type": event.content_type,
+                        "topic": event.topic}),
+                 Jsonb(event.payload)))
+
+    Recorder.event_types = frozenset(event_types)
+    return Recorder()
+
+
+@dataclass
+class Running:
+    consumer: Consumer
+    thread: threading.Thread
+    error: list[BaseException]
+
+    @property
+    def stats(self) -> ConsumerStats:
+        return self.consumer.stats
+
+
+@pytest.fixture(scope="session", autouse=True)
+def effects_table(stack: Endpoints) -> None:
+    with psycopg.connect(stack.dsn) as conn:
+        conn.execute(EFFECTS_DDL)
+
+
+@pytest.fixture
+def run_consumer(stack: Endpoints) -> Iterator[Callable[..., Any]]:
+    """Start a Consumer in a thread; it is stopped (finish batch, commit, close) at exit."""
+    running: list[Running] = []
+
+    @contextmanager
+    def start(handlers: list[Handler], group: str, **options: Any) -> Iterator[Running]:
+        config = ConsumerConfig(bootstrap_servers=stack.bootstrap_servers, dsn=stack.dsn,
+                                group_id=group, **options)
+        consumer = Consumer(handlers, config)
+        errors: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                consumer.run()
+            except BaseException as e:  # surfaced by the test, not swallowed
+                errors.append(e)
+
+        thread = threading.Thread(target=target, name=f"consumer-{group}", daemon=True)
+        thread.start()
+        handle = Running(consumer, thread, errors)
+        running.append(handle)
+        try:
+            yield handle
+        finally:
+            consumer.stop()
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "consumer did not stop within 30 s"
+            assert not errors, f"consumer crashed: {errors!r}"
+
+    yield start
+    for handle in running:
+        handle.consumer.stop()
+
+
+def effects(conn: psycopg.Connection[Any], consumer: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT event_id, aggregate_id, version, headers, payload FROM e2e_effect "
+        "WHERE consumer_name = %s ORDER BY seq", (consumer,)).fetchall()
+
+
+def count_effects(dsn: str, consumer: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM e2e_effect WHERE consumer_name = %s",
+                           (consumer,)).fetchone()
+    assert row is not None
+    return int(row[0])
