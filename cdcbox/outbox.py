@@ -92,7 +92,7 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
         event.event_type,
         payload,
         event.content_type,
-        event.trace_id,
+        event.trace_id or "",
     )
 
 

@@ -10,8 +10,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def eventually(probe: Callable[[], T], timeout: float = 60.0, interval: float = 0.1,
-               what: str = "condition") -> T:
+def eventually(
+    probe: Callable[[], T], timeout: float = 60.0, interval: float = 0.1, what: str = "condition"
+) -> T:
     """Poll `probe` until it returns a truthy value; fail with `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     last: T | None = None

@@ -41,3 +41,7 @@ class ConsumerConfig:
     max_poll_records: int = 500
     poll_timeout_ms: int = 200
     client_id: str = "cdcbox-consumer"
+    # CDC creates a topic with its first event; create it up front so the subscription
+    # sees it at once, and refresh metadata often enough to notice new partitions.
+    create_missing_topics: bool = True
+    metadata_max_age_ms: int = 30_000

@@ -40,7 +40,8 @@ class DeadLetters:
     def publish(
         self, record: Any, *, error_type: str, message: str, attempts: int, consumer: str
     ) -> None:
-        original = [(k, v) for k, v in (record.headers or []) if k not in ERROR_HEADERS]
+        # kafka-python cannot write null header values; an absent value travels as b"".
+        original = [(k, v or b"") for k, v in (record.headers or []) if k not in ERROR_HEADERS]
         extra = zip(
             ERROR_HEADERS,
             (

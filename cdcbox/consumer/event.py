@@ -91,7 +91,7 @@ def decode(record: Any) -> Event:
         aggregate_id=record.key.decode(errors="replace"),
         aggregate_version=version,
         occurred_at=occurred_at,
-        trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False),
+        trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False) or None,
         content_type=content_type,
         payload=decode_payload(content_type, value),
         value=value,

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from cdcbox.consumer.config import ConsumerConfig
@@ -29,6 +29,7 @@ from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.db import connect
 from cdcbox.errors import ConfigError, ServiceUnavailable
 from cdcbox.inbox import Inbox
+from cdcbox.kafka_admin import ensure_topics
 from cdcbox.names import DbNames
 from cdcbox.reconciliation import Reconciliation
 
@@ -109,6 +110,7 @@ class Consumer:
                 auto_offset_reset=c.auto_offset_reset,
                 fetch_max_wait_ms=c.fetch_max_wait_ms,
                 max_poll_records=c.max_poll_records,
+                metadata_max_age_ms=c.metadata_max_age_ms,
             )
             producer = KafkaProducer(
                 bootstrap_servers=c.bootstrap_servers,
@@ -118,6 +120,8 @@ class Consumer:
             )
         except KafkaError as e:
             raise ServiceUnavailable(f"Kafka at {c.bootstrap_servers} is unreachable: {e}") from e
+        if c.create_missing_topics:
+            ensure_topics(c.bootstrap_servers, self.topics)
         consumer.subscribe(topics=self.topics)
         return consumer, producer
 
@@ -173,7 +177,16 @@ class Consumer:
                 self.stats.observe_lag(record)
                 done[tp] = OffsetAndMetadata(record.offset + 1, "", -1)
         if done:
-            kafka.commit(done)
+            try:
+                kafka.commit(done)
+            except CommitFailedError as e:
+                # The group rebalanced under us: the partitions' new owner gets these
+                # records again, and the inbox turns them into counted duplicates.
+                log.warning(
+                    "offset commit refused after a rebalance (%s); the records will "
+                    "be redelivered and deduplicated",
+                    e,
+                )
 
     def close(self) -> None:
         if self._kafka is not None:

@@ -3,6 +3,7 @@
 -- polling relay. created_at is `timestamp` (UTC, no zone) because Debezium's Outbox Event
 -- Router requires that type for table.field.event.timestamp; occurred_at is the same
 -- instant as ISO-8601 text, so the header is byte-identical whichever relay sends it.
+-- trace_id is '' rather than NULL when absent: Kafka clients cannot all write null headers.
 CREATE TABLE IF NOT EXISTS {outbox} (
     id                bigserial   PRIMARY KEY,
     event_id          uuid        NOT NULL UNIQUE,
@@ -12,7 +13,7 @@ CREATE TABLE IF NOT EXISTS {outbox} (
     event_type        text        NOT NULL,
     payload           bytea       NOT NULL,
     content_type      text        NOT NULL DEFAULT 'application/json',
-    trace_id          text,
+    trace_id          text        NOT NULL DEFAULT '',
     status            text        NOT NULL DEFAULT 'PENDING'
                       CHECK (status IN ('PENDING', 'PROCESSING', 'SENT', 'RETRY', 'DEAD')),
     retry_count       integer     NOT NULL DEFAULT 0,

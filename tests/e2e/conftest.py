@@ -27,8 +27,12 @@ CREATE TABLE IF NOT EXISTS e2e_effect (
 )"""
 
 
-def recording_handler(name: str, aggregate_type: str, event_types: set[str],
-                      fail: Callable[[Event], bool] | None = None) -> Handler:
+def recording_handler(
+    name: str,
+    aggregate_type: str,
+    event_types: set[str],
+    fail: Callable[[Event], bool] | None = None,
+) -> Handler:
     """A handler whose effect is one row per applied event in e2e_effect."""
 
     class Recorder(Handler):
@@ -41,12 +45,26 @@ def recording_handler(name: str, aggregate_type: str, event_types: set[str],
             conn.execute(
                 "INSERT INTO e2e_effect (consumer_name, event_id, aggregate_id, version, "
                 "headers, payload) VALUES (%s, %s, %s, %s, %s, %s)",
-                (name, event.event_id, event.aggregate_id, event.aggregate_version,
-                 Jsonb({"event_type": event.event_type, "aggregate_type": event.aggregate_type,
-                        "occurred_at": event.occurred_at.isoformat() if event.occurred_at else None,
-                        "trace_id": event.trace_id, "content_type": event.content_type,
-                        "topic": event.topic}),
-                 Jsonb(event.payload)))
+                (
+                    name,
+                    event.event_id,
+                    event.aggregate_id,
+                    event.aggregate_version,
+                    Jsonb(
+                        {
+                            "event_type": event.event_type,
+                            "aggregate_type": event.aggregate_type,
+                            "occurred_at": event.occurred_at.isoformat()
+                            if event.occurred_at
+                            else None,
+                            "trace_id": event.trace_id,
+                            "content_type": event.content_type,
+                            "topic": event.topic,
+                        }
+                    ),
+                    Jsonb(event.payload),
+                ),
+            )
 
     Recorder.event_types = frozenset(event_types)
     return Recorder()
@@ -76,8 +94,9 @@ def run_consumer(stack: Endpoints) -> Iterator[Callable[..., Any]]:
 
     @contextmanager
     def start(handlers: list[Handler], group: str, **options: Any) -> Iterator[Running]:
-        config = ConsumerConfig(bootstrap_servers=stack.bootstrap_servers, dsn=stack.dsn,
-                                group_id=group, **options)
+        config = ConsumerConfig(
+            bootstrap_servers=stack.bootstrap_servers, dsn=stack.dsn, group_id=group, **options
+        )
         consumer = Consumer(handlers, config)
         errors: list[BaseException] = []
 
@@ -107,12 +126,15 @@ def run_consumer(stack: Endpoints) -> Iterator[Callable[..., Any]]:
 def effects(conn: psycopg.Connection[Any], consumer: str) -> list[tuple[Any, ...]]:
     return conn.execute(
         "SELECT event_id, aggregate_id, version, headers, payload FROM e2e_effect "
-        "WHERE consumer_name = %s ORDER BY seq", (consumer,)).fetchall()
+        "WHERE consumer_name = %s ORDER BY seq",
+        (consumer,),
+    ).fetchall()
 
 
 def count_effects(dsn: str, consumer: str) -> int:
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM e2e_effect WHERE consumer_name = %s",
-                           (consumer,)).fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM e2e_effect WHERE consumer_name = %s", (consumer,)
+        ).fetchone()
     assert row is not None
     return int(row[0])

@@ -1,0 +1,264 @@
+"""Migrations, the producer and the inbox against real PostgreSQL (no Kafka needed)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome
+from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.pipeline import RecordPipeline
+from cdcbox.consumer.signals import RefuseTransition
+from cdcbox.errors import SchemaError, UsageError
+from cdcbox.inbox import Inbox
+from cdcbox.migrate import migrate
+from cdcbox.names import DbNames
+from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.reconciliation import Reconciliation
+from cdcbox.stack.endpoints import Endpoints
+from tests.helpers import unique
+
+pytestmark = pytest.mark.integration
+
+
+def test_migrations_are_idempotent_and_safe_when_run_concurrently(stack: Endpoints) -> None:
+    names = DbNames(schema=unique("mig"))
+    with psycopg.connect(stack.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with psycopg.connect(stack.dsn) as conn:
+                results.append(migrate(conn, names=names, mode="polling"))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    applied = sorted(results, key=len)
+    assert applied[0] == []  # the second runner waited, then found nothing to do
+    assert applied[1] == [
+        "0001_outbox",
+        "0002_inbox",
+        "0003_debezium",
+        "polling/0001_relay_indexes",
+    ]
+    with psycopg.connect(stack.dsn) as conn:
+        assert migrate(conn, names=names, mode="polling") == []
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = %s",
+                (names.schema, names.outbox),
+            )
+        }
+        assert indexes == {
+            "outbox_event_pkey",
+            "outbox_event_event_id_key",
+            "outbox_event_claim_idx",
+            "outbox_event_aggregate_idx",
+        }
+
+
+def test_cdc_mode_creates_no_relay_indexes_and_a_least_privilege_role(
+    db: psycopg.Connection[Any],
+) -> None:
+    indexes = {
+        r[0]
+        for r in db.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'outbox_event' "
+            "AND schemaname = 'public'"
+        )
+    }
+    assert indexes == {"outbox_event_pkey", "outbox_event_event_id_key"}
+    role = db.execute(
+        "SELECT rolreplication, rolsuper, rolcanlogin FROM pg_roles "
+        "WHERE rolname = 'cdcbox_debezium'"
+    ).fetchone()
+    assert role == (True, False, True)
+    grants = {
+        r[0]
+        for r in db.execute(
+            "SELECT DISTINCT table_name FROM information_schema.role_table_grants "
+            "WHERE grantee = 'cdcbox_debezium'"
+        )
+    }
+    assert grants == {"outbox_event"}
+    tables = db.execute(
+        "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = 'cdcbox_outbox'"
+    ).fetchall()
+    assert tables == [("public", "outbox_event")]
+    publishes = db.execute(
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate "
+        "FROM pg_publication WHERE pubname = 'cdcbox_outbox'"
+    ).fetchone()
+    assert publishes == (True, False, False, False)
+
+
+def test_append_outside_a_transaction_is_refused(stack: Endpoints) -> None:
+    with (
+        psycopg.connect(stack.dsn, autocommit=True) as conn,
+        pytest.raises(UsageError, match="outside a transaction"),
+    ):
+        Outbox().append(conn, NewEvent("order", "a", "T", {}))
+
+
+def test_bad_payload_is_refused_before_anything_is_written(db: psycopg.Connection[Any]) -> None:
+    aggregate = unique("agg")
+    with db.transaction():
+        with pytest.raises(SchemaError, match="not JSON-serialisable"):
+            Outbox().append_many(
+                db,
+                [
+                    NewEvent("order", aggregate, "T", {"ok": 1}),
+                    NewEvent("order", aggregate, "T", {"bad": {1, 2}}),
+                ],
+            )
+        count = db.execute(
+            "SELECT count(*) FROM outbox_event WHERE aggregate_id = %s", (aggregate,)
+        ).fetchone()
+    assert count == (0,)
+
+
+def test_append_many_is_one_statement_and_keeps_order(db: psycopg.Connection[Any]) -> None:
+    aggregate = unique("agg")
+    events = [NewEvent("order", aggregate, "T", {"i": i}, aggregate_version=i) for i in range(100)]
+    with db.transaction():
+        ids = Outbox().append_many(db, events)
+    rows = db.execute(
+        "SELECT event_id, aggregate_version, occurred_at FROM outbox_event "
+        "WHERE aggregate_id = %s ORDER BY id",
+        (aggregate,),
+    ).fetchall()
+    assert [r[0] for r in rows] == ids
+    assert [r[1] for r in rows] == list(range(100))
+    assert all(r[2].endswith("Z") and "T" in r[2] for r in rows)
+
+
+# --- the consumer pipeline's database steps, with real records' shape ---------------------
+
+
+@dataclass
+class Record:
+    """What the pipeline reads of a Kafka record: topic, partition, offset, key, value, headers."""
+
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    topic: str = "outbox.event.order"
+    partition: int = 0
+    offset: int = 0
+
+
+def record(
+    aggregate: str,
+    version: int | None,
+    event_id: uuid.UUID | None = None,
+    event_type: str = "Changed",
+) -> Record:
+    headers = [
+        ("id", str(event_id or uuid.uuid4()).encode()),
+        ("event_type", event_type.encode()),
+        ("aggregate_type", b"order"),
+        ("content-type", b"application/json"),
+    ]
+    if version is not None:
+        headers.append(("aggregate_version", str(version).encode()))
+    return Record(key=aggregate.encode(), value=b'{"v": 1}', headers=headers)
+
+
+class Counter(Handler):
+    event_types = frozenset({"Changed", "Refused"})
+    aggregate_types = ("order",)
+
+    def __init__(self, name: str) -> None:
+        self.consumer_name = name  # type: ignore[misc]
+        self.applied: list[str] = []
+
+    def handle(self, event: Any, conn: psycopg.Connection[Any]) -> None:
+        if event.event_type == "Refused":
+            conn.execute("SELECT 1")
+            raise RefuseTransition("order is cancelled")
+        self.applied.append(str(event.aggregate_version))
+
+
+def pipeline_for(stack: Endpoints, handler: Counter) -> RecordPipeline:
+    config = ConsumerConfig(
+        bootstrap_servers="unused", dsn=stack.dsn, group_id=handler.consumer_name
+    )
+    return RecordPipeline(
+        {t: handler for t in handler.event_types},
+        Inbox(),
+        Reconciliation(),
+        dead_letters=None,
+        config=config,
+        stats=ConsumerStats(),
+    )  # type: ignore[arg-type]
+
+
+def test_duplicates_and_stale_versions_are_skipped_and_counted(
+    stack: Endpoints, db: psycopg.Connection[Any]
+) -> None:
+    handler = Counter(unique("consumer"))
+    pipeline = pipeline_for(stack, handler)
+    aggregate = unique("agg")
+    first = record(aggregate, 1)
+    outcomes = [
+        pipeline.process(lambda: db, r)
+        for r in (
+            first,
+            record(aggregate, 3),
+            first,
+            record(aggregate, 2),
+            record(aggregate, 3),
+            record(aggregate, None),
+        )
+    ]
+    assert outcomes == [
+        Outcome.PROCESSED,
+        Outcome.PROCESSED,
+        Outcome.DUPLICATE,
+        Outcome.STALE,
+        Outcome.STALE,
+        Outcome.PROCESSED,
+    ]
+    assert handler.applied == ["1", "3", "None"]
+    version = db.execute(
+        "SELECT version FROM consumer_aggregate_version WHERE consumer_name = %s "
+        "AND aggregate_id = %s",
+        (handler.consumer_name, aggregate),
+    ).fetchone()
+    assert version == (3,)
+    statuses = db.execute(
+        "SELECT status, count(*) FROM inbox_event WHERE consumer_name = %s "
+        "GROUP BY status ORDER BY status",
+        (handler.consumer_name,),
+    ).fetchall()
+    assert statuses == [("PROCESSED", 3), ("SKIPPED", 2)]
+
+
+def test_refused_transition_is_recorded_for_reconciliation(
+    stack: Endpoints, db: psycopg.Connection[Any]
+) -> None:
+    handler = Counter(unique("consumer"))
+    refused = record(unique("agg"), 1, event_type="Refused")
+    assert pipeline_for(stack, handler).process(lambda: db, refused) == Outcome.REFUSED
+    row = db.execute(
+        "SELECT reason FROM consumer_reconciliation WHERE consumer_name = %s",
+        (handler.consumer_name,),
+    ).fetchone()
+    assert row == ("order is cancelled",)
+    # Redelivered, it is a duplicate: the refusal is final, not retried forever.
+    assert pipeline_for(stack, handler).process(lambda: db, refused) == Outcome.DUPLICATE

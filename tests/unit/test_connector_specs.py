@@ -1,0 +1,97 @@
+"""Connector specs: rendering, secret checks, redaction and diffing (no services)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdcbox.connectors import REDACTED, diff, load_specs, redact, render
+from cdcbox.errors import SpecError
+from cdcbox.resources import resource_dir
+
+ENV = {
+    "CDCBOX_CONNECT_DB_HOST": "db.internal",
+    "CDCBOX_CONNECT_DB_PORT": "5432",
+    "CDCBOX_CONNECT_DB_NAME": "shop",
+    "CDCBOX_CONNECT_DB_SECRETS": "/run/secrets/db.properties",
+}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_spec_renders_with_the_outbox_router_and_a_placeholder_password() -> None:
+    (spec,) = load_specs(resource_dir("connectors"), env=ENV)
+    config = spec.config
+    assert spec.name == "cdcbox-outbox"
+    assert config["database.hostname"] == "db.internal"
+    assert config["database.password"] == "${file:/run/secrets/db.properties:password}"
+    assert config["plugin.name"] == "pgoutput"
+    assert config["snapshot.mode"] == "no_data"
+    assert config["skipped.operations"] == "u,d,t"
+    assert config["tombstones.on.delete"] == "false"
+    assert config["transforms.outbox.type"] == "io.debezium.transforms.outbox.EventRouter"
+    # Connect's own ${routedByValue} is not an environment variable: it passes through.
+    assert config["transforms.outbox.route.topic.replacement"] == "outbox.event.${routedByValue}"
+    assert config["key.converter"].endswith("StringConverter")
+    assert config["tasks.max"] == "1"
+
+
+def test_missing_variable_names_the_key_and_the_variable(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: x\nconfig:\n  connector.class: C\n  database.hostname: ${NOPE}\n")
+    with pytest.raises(SpecError, match=r"database.hostname uses \$\{NOPE\}"):
+        render(path, {})
+
+
+def test_default_applies_when_the_variable_is_unset(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: ${N:-fallback}\nconfig:\n  connector.class: C\n")
+    assert render(path, {}).name == "fallback"
+    assert render(path, {"N": "given"}).name == "given"
+
+
+def test_literal_secret_is_refused_and_not_echoed(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: x\nconfig:\n  connector.class: C\n  database.password: s3cret\n")
+    with pytest.raises(SpecError) as excinfo:
+        render(path, {})
+    assert "database.password" in str(excinfo.value)
+    assert "s3cret" not in str(excinfo.value)
+
+
+def test_spec_shape_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="exactly 'name' and 'config'"):
+        render(write(tmp_path, "name: x\nconfig: {}\nextra: 1\n"), {})
+    with pytest.raises(SpecError, match="connector.class"):
+        render(write(tmp_path, "name: x\nconfig:\n  tasks.max: 1\n"), {})
+
+
+def test_redact_masks_literal_secrets_but_shows_placeholders() -> None:
+    shown = redact(
+        {"database.password": "plain", "sasl.jaas.config": "${file:/a:b}", "database.user": "u"}
+    )
+    assert shown == {
+        "database.password": REDACTED,
+        "sasl.jaas.config": "${file:/a:b}",
+        "database.user": "u",
+    }
+
+
+def test_diff_reports_added_removed_changed_and_ignores_name() -> None:
+    change = diff({"name": "x", "a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"})
+    assert change.added == {"c": "4"}
+    assert change.removed == {}
+    assert change.changed == {"b": ("2", "3")}
+    assert not change.empty
+    assert diff({"name": "x", "a": "1"}, {"a": "1"}).empty
+    new = diff(None, {"a": "1"})
+    assert not new.empty and new.lines()[0] == "(new connector)"
+
+
+def test_diff_lines_never_show_a_literal_secret() -> None:
+    change = diff({"database.password": "old-secret"}, {"database.password": "new-secret"})
+    text = "\n".join(change.lines())
+    assert "old-secret" not in text and "new-secret" not in text
+    assert REDACTED in text

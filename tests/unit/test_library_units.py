@@ -1,0 +1,129 @@
+"""Small pieces of the library that need no service."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdcbox.consumer import Handler, RetryPolicy
+from cdcbox.consumer.runner import dispatch_table
+from cdcbox.errors import ConfigError, SchemaError
+from cdcbox.ids import uuid7
+from cdcbox.names import DbNames
+from cdcbox.outbox import NewEvent, _row
+from cdcbox.resources import resource_dir
+from cdcbox.stack.config import StackVersions
+from cdcbox.stack.endpoints import Endpoints
+
+
+def test_uuid7_is_version_7_and_time_ordered() -> None:
+    ids = [uuid7() for _ in range(1000)]
+    assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids)
+    assert [i.bytes[:6] for i in ids] == sorted(i.bytes[:6] for i in ids)
+    assert len(set(ids)) == 1000
+
+
+def test_db_names_refuse_identifiers_that_need_quoting() -> None:
+    with pytest.raises(ConfigError, match="outbox="):
+        DbNames(outbox='outbox"; drop table x; --')
+    assert DbNames(outbox="orders_outbox").outbox_qualified == "public.orders_outbox"
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        (NewEvent("", "a", "T", {}), "aggregate_type is required"),
+        (NewEvent("order", "", "T", {}), "aggregate_id is required"),
+        (NewEvent("order", "a", "", {}), "event_type is required"),
+        (NewEvent("or der", "a", "T", {}), "names the topic"),
+        (NewEvent("order", "a", "T", {"when": object()}), "not JSON-serialisable"),
+        (NewEvent("order", "a", "T", {"x": float("nan")}), "not JSON-serialisable"),
+        (NewEvent("order", "a", "T", {}, aggregate_version=-1), "non-negative"),
+        (NewEvent("order", "a", "T", {}, content_type="application/avro"), "needs bytes"),
+    ],
+)
+def test_bad_events_are_refused_with_a_clear_reason(event: NewEvent, message: str) -> None:
+    with pytest.raises(SchemaError, match=message):
+        _row(event)
+
+
+def test_json_payload_is_compact_utf8() -> None:
+    row = _row(NewEvent("order", "a", "T", {"name": "café", "n": [1, 2]}))
+    assert row[5] == '{"name":"café","n":[1,2]}'.encode()
+
+
+def test_retry_policy_backs_off_exponentially_within_bounds() -> None:
+    policy = RetryPolicy(initial_delay_s=0.1, max_delay_s=1.0, multiplier=2.0)
+    for attempt, ceiling in [(1, 0.1), (2, 0.2), (3, 0.4), (10, 1.0)]:
+        delays = [policy.delay(attempt) for _ in range(200)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert max(delays) - min(delays) > 0  # jittered
+
+
+def make_handler(name: Any, types: set[str], aggregates: tuple[str, ...] = ("order",)) -> Handler:
+    cls = type(
+        "H",
+        (Handler,),
+        {"consumer_name": name, "event_types": frozenset(types), "aggregate_types": aggregates},
+    )
+    return cls()  # type: ignore[no-any-return]
+
+
+def test_dispatch_table_maps_event_types_to_handlers() -> None:
+    a, b = make_handler("a", {"X"}), make_handler("b", {"Y", "Z"})
+    assert dispatch_table([a, b]) == {"X": a, "Y": b, "Z": b}
+
+
+@pytest.mark.parametrize(
+    ("handlers", "message"),
+    [
+        ([], "at least one handler"),
+        ([make_handler(None, {"X"})], "consumer_name must be set"),
+        ([make_handler("a", {"X"}), make_handler("a", {"Y"})], "used by two handlers"),
+        ([make_handler("a", {"X"}), make_handler("b", {"X"})], "claimed by both"),
+        ([make_handler("a", set())], "event_types is empty"),
+        ([make_handler("a", {"X"}, aggregates=())], "neither aggregate_types nor topics"),
+    ],
+)
+def test_dispatch_table_refuses_bad_handler_sets_at_start_up(
+    handlers: list[Handler], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        dispatch_table(handlers)
+
+
+def test_versions_file_pins_every_component() -> None:
+    versions = StackVersions.load(resource_dir("infra") / "versions.env")
+    assert versions.kafka.startswith("4.")
+    assert versions.debezium.startswith("3.") and versions.debezium.endswith(".Final")
+
+
+def test_versions_file_errors_name_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "versions.env"
+    bad.write_text("KAFKA_VERSION 4.3\n")
+    with pytest.raises(ConfigError, match="versions.env:1"):
+        StackVersions.load(bad)
+
+
+def test_endpoints_export_shell_lines_and_round_trip_through_the_environment() -> None:
+    endpoints = Endpoints(
+        dsn="postgresql://postgres@127.0.0.1:1/db",
+        pgpassfile="/x/pgpass",
+        bootstrap_servers="127.0.0.1:2",
+        connect_url="http://127.0.0.1:3",
+        connect_db_host="127.0.0.1",
+        connect_db_port="1",
+        connect_db_name="db",
+        connect_db_secrets="/x/d.properties",
+        debezium_password_file="/x/d.properties",
+    )
+    exports = endpoints.exports()
+    assert "export CDCBOX_DSN=postgresql://postgres@127.0.0.1:1/db\n" in exports
+    assert "password" not in exports.replace("PASSWORD_FILE", "")
+    env = dict(line.removeprefix("export ").split("=", 1) for line in exports.splitlines())
+    assert Endpoints.from_env(env) == endpoints
+    with pytest.raises(ConfigError, match="CDCBOX_CONNECT_URL"):
+        Endpoints.from_env({k: v for k, v in env.items() if k != "CDCBOX_CONNECT_URL"})
