@@ -114,7 +114,9 @@ def docker_compose_project_name() -> str:
 
 @pytest.fixture
 def db(stack: Endpoints) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(stack.dsn) as conn:
+    # autocommit: a bare query must not leave the connection inside an implicit
+    # transaction that would turn the next `conn.transaction()` into a savepoint.
+    with psycopg.connect(stack.dsn, autocommit=True) as conn:
         yield conn
 
 

@@ -96,7 +96,8 @@ class Consumer:
 
     def connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = connect(self.config.dsn)
+            # autocommit: every transaction is an explicit `conn.transaction()` block.
+            self._conn = connect(self.config.dsn, autocommit=True)
         return self._conn
 
     def _open_kafka(self) -> tuple[KafkaConsumer, KafkaProducer]:
