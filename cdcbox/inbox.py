@@ -4,11 +4,16 @@ The claim is one `INSERT … ON CONFLICT` keyed by (event_id, consumer_name): no
 means the event was already applied (or skipped) by this consumer. The row is written as
 PROCESSED inside the handler's transaction, so it only survives if the handler's change
 commits with it; a rollback leaves no trace. A FAILED row (dead-lettered earlier) may be
-claimed again, which is how a replay from the dead-letter topic gets applied.
+claimed again, which is how a replay from the dead-letter topic gets applied; so may a
+RECEIVED row, which batch mode leaves for a record it defers to the per-record path.
+
+Batch mode claims a whole poll batch with one multi-row INSERT (RECEIVED), then marks
+the applied ones PROCESSED and the stale ones SKIPPED with one UPDATE each.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +40,7 @@ class Inbox:
             "VALUES (%s, %s, %s, %s, %s, %s, 'PROCESSED', now(), %s, %s, %s) "
             "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'PROCESSED', "
             "processed_at = now(), retry_count = i.retry_count + 1, error_message = NULL "
-            "WHERE i.status = 'FAILED' RETURNING 1"
+            "WHERE i.status IN ('FAILED', 'RECEIVED') RETURNING 1"
         ).format(inbox=inbox)
         self._skip = sql.SQL(
             "UPDATE {} SET status = 'SKIPPED', skip_reason = %s "
@@ -50,6 +55,25 @@ class Inbox:
             "retry_count = i.retry_count + EXCLUDED.retry_count, "
             "error_message = EXCLUDED.error_message WHERE i.status <> 'PROCESSED'"
         ).format(inbox=inbox)
+        self._claim_many = sql.SQL(
+            "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
+            "aggregate_id, aggregate_version, status, source_topic, source_partition, "
+            "source_offset) SELECT e.*, 'RECEIVED', s.* FROM unnest(%s::uuid[], %s::text[], "
+            "%s::text[], %s::text[], %s::text[], %s::bigint[]) WITH ORDINALITY AS "
+            "e(event_id, consumer_name, event_type, aggregate_type, aggregate_id, "
+            "aggregate_version, n) "
+            "JOIN unnest(%s::text[], %s::int[], %s::bigint[]) WITH ORDINALITY AS "
+            "s(t, p, o, n) USING (n) "
+            "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'RECEIVED', "
+            "retry_count = i.retry_count + 1, error_message = NULL "
+            "WHERE i.status IN ('FAILED', 'RECEIVED') RETURNING event_id, consumer_name"
+        ).format(inbox=inbox)
+        self._finish_many = sql.SQL(
+            "UPDATE {} AS i SET status = u.status, skip_reason = u.reason, processed_at = now() "
+            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) AS "
+            "u(event_id, consumer_name, status, reason) "
+            "WHERE i.event_id = u.event_id AND i.consumer_name = u.consumer_name"
+        ).format(inbox)
         # Read the previous version and advance it in one round trip; the row lock taken by
         # the upsert serialises two consumers racing on one aggregate.
         self._guard = sql.SQL(
@@ -79,6 +103,47 @@ class Inbox:
             ),
         ).fetchone()
         return row is not None
+
+    def claim_many(
+        self, conn: psycopg.Connection[Any], claims: list[tuple[Event, str]]
+    ) -> set[tuple[uuid.UUID, str]]:
+        """Claim (event, consumer) pairs with one statement; returns those that are new."""
+        if not claims:
+            return set()
+        columns = list(
+            zip(
+                *[
+                    (
+                        e.event_id,
+                        c,
+                        e.event_type,
+                        e.aggregate_type,
+                        e.aggregate_id,
+                        e.aggregate_version,
+                        e.topic,
+                        e.partition,
+                        e.offset,
+                    )
+                    for e, c in claims
+                ],
+                strict=True,
+            )
+        )
+        rows = conn.execute(self._claim_many, [list(col) for col in columns]).fetchall()
+        return {(row[0], row[1]) for row in rows}
+
+    def finish_many(
+        self, conn: psycopg.Connection[Any], results: list[tuple[Event, str, str, str | None]]
+    ) -> None:
+        """Set the final status (PROCESSED/SKIPPED, reason) of claimed rows in one UPDATE."""
+        if results:
+            columns = list(
+                zip(
+                    *[(e.event_id, c, status, reason) for e, c, status, reason in results],
+                    strict=True,
+                )
+            )
+            conn.execute(self._finish_many, [list(col) for col in columns])
 
     def mark_skipped(
         self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str

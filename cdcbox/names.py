@@ -23,6 +23,7 @@ class DbNames:
     inbox: str = "inbox_event"
     versions: str = "consumer_aggregate_version"
     reconciliation: str = "consumer_reconciliation"
+    parked: str = "consumer_parked_aggregate"
     migrations: str = "cdcbox_schema_migrations"
     publication: str = "cdcbox_outbox"
     debezium_role: str = "cdcbox_debezium"
@@ -53,6 +54,7 @@ class DbNames:
             "inbox": self.table("inbox"),
             "versions": self.table("versions"),
             "reconciliation": self.table("reconciliation"),
+            "parked": self.table("parked"),
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
             "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),

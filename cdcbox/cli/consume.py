@@ -75,6 +75,27 @@ def load_handler(target: str) -> Handler:
     envvar="CDCBOX_GAP_POLICY",
 )
 @click.option("--dlq-suffix", default=".dlq", show_default=True, envvar="CDCBOX_DLQ_SUFFIX")
+@click.option(
+    "--batch/--per-record",
+    default=False,
+    show_default=True,
+    envvar="CDCBOX_BATCH",
+    help="One transaction per poll batch (savepoint per record).",
+)
+@click.option(
+    "--park/--no-park",
+    default=True,
+    show_default=True,
+    envvar="CDCBOX_PARK",
+    help="Dead-letter an aggregate's later events behind a dead-lettered one.",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=None,
+    envvar="CDCBOX_METRICS_PORT",
+    help="Serve /metrics and /healthz on 127.0.0.1:PORT.",
+)
 @click.pass_context
 @handle_errors
 def consume(
@@ -87,6 +108,9 @@ def consume(
     unhandled: str,
     gap_policy: str,
     dlq_suffix: str,
+    batch: bool,
+    park: bool,
+    metrics_port: int | None,
 ) -> None:
     """Run HANDLERS (module:Class) in one consumer until SIGTERM or SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -102,6 +126,9 @@ def consume(
         unhandled=cast(Unhandled, unhandled),
         gap_policy=cast(GapPolicy, gap_policy),
         dlq_suffix=dlq_suffix,
+        batch_mode=batch,
+        park_aggregates=park,
+        metrics_port=metrics_port,
     )
     consumer = Consumer(instances, config)
 

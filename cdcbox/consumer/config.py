@@ -6,6 +6,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cdcbox.consumer.breaker import BreakerPolicy
+
 Unhandled = Literal["skip", "dead-letter"]
 GapPolicy = Literal["apply", "hold"]
 
@@ -35,6 +37,15 @@ class ConsumerConfig:
     unhandled: Unhandled = "skip"
     # A version gap (v3 after v1): apply it, or hold (retry until v2 arrives, then DLQ).
     gap_policy: GapPolicy = "apply"
+    # Once an aggregate has a dead-lettered event, send its later events after it.
+    park_aggregates: bool = True
+    parked_refresh_s: float = 5.0
+    # One transaction per poll batch (savepoint per record) instead of one per record.
+    batch_mode: bool = False
+    breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
+    # Serve /metrics and /healthz on this port (None: no HTTP endpoint).
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     # Latency: the broker answers a fetch as soon as data arrives or after this wait.
     fetch_max_wait_ms: int = 50

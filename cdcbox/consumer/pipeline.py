@@ -1,8 +1,11 @@
-"""One record through the steps: decode → inbox claim → version guard → handler → commit.
+"""Records through the steps: decode → inbox claim → version guard → handler → commit.
 
-Every record ends with exactly one `Outcome`. The happy path is one transaction and no
-savepoint: the inbox row is claimed as PROCESSED, the guard advances the version, the
-handler writes, COMMIT. Signals and failures roll back and take a separate, rarer path.
+Every record ends with exactly one `Outcome`. Per-record mode runs one transaction per
+record with no savepoint: the inbox row is claimed as PROCESSED, the guard advances the
+version, the handler writes, COMMIT. Batch mode (`process_batch`) claims a whole poll
+batch with one statement, applies each record under a savepoint and commits once; a
+record that fails there is deferred, with its aggregate's later records, to the
+per-record path (retries, dead letter) after the commit, so per-aggregate order holds.
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
+from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.dead_letter import DeadLetters
 from cdcbox.consumer.event import Event, decode
@@ -22,6 +27,7 @@ from cdcbox.consumer.signals import HandlerSignal, RefuseTransition, RetryLater,
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.errors import PoisonRecord
 from cdcbox.inbox import Inbox
+from cdcbox.parking import ParkedKey, Parking
 from cdcbox.reconciliation import Reconciliation
 
 log = logging.getLogger("cdcbox.consumer")
@@ -29,92 +35,151 @@ log = logging.getLogger("cdcbox.consumer")
 ConnectionSource = Callable[[], psycopg.Connection[Any]]
 
 
+@dataclass(frozen=True)
+class Stores:
+    """The consumer's tables, each behind the one module that owns its SQL."""
+
+    inbox: Inbox
+    reconciliation: Reconciliation
+    parking: Parking
+
+
+@dataclass(frozen=True)
+class _Routed:
+    record: Any
+    event: Event
+    handler: Handler
+
+    @property
+    def parked_key(self) -> ParkedKey:
+        return (self.handler.consumer_name, self.event.aggregate_type, self.event.aggregate_id)
+
+
 class RecordPipeline:
     def __init__(
         self,
         handlers: Mapping[str, Handler],
-        inbox: Inbox,
-        reconciliation: Reconciliation,
+        stores: Stores,
         dead_letters: DeadLetters,
         config: ConsumerConfig,
         stats: ConsumerStats,
+        breaker: CircuitBreaker,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.handlers = handlers
-        self.inbox = inbox
-        self.reconciliation = reconciliation
+        self.stores = stores
         self.dead_letters = dead_letters
         self.config = config
         self.stats = stats
+        self.breaker = breaker
         self.sleep = sleep
+        self.parked: set[ParkedKey] = set()
 
-    def process(self, connection: ConnectionSource, record: Any) -> Outcome:
+    # --- routing (both modes) ----------------------------------------------------------
+    def _route(self, connection: ConnectionSource, record: Any) -> _Routed | None:
+        """Decode and find the handler; records that end here are counted here."""
+        group = self.config.group_id
         try:
             event = decode(record)
         except PoisonRecord as e:
             self._dead_letter(connection, record, None, None, e, attempts=0)
-            return Outcome.DEAD_LETTERED
+            self.stats.count(Outcome.DEAD_LETTERED, group)
+            return None
         handler = self.handlers.get(event.event_type)
         if handler is None:
             if self.config.unhandled == "dead-letter":
                 error = PoisonRecord(f"no handler takes event type {event.event_type!r}")
                 self._dead_letter(connection, record, event, None, error, attempts=0)
-                return Outcome.DEAD_LETTERED
-            return Outcome.UNHANDLED
-        return self._with_retries(connection, record, event, handler)
+                self.stats.count(Outcome.DEAD_LETTERED, group)
+            else:
+                self.stats.count(Outcome.UNHANDLED, group)
+            return None
+        routed = _Routed(record, event, handler)
+        if self.config.park_aggregates and routed.parked_key in self.parked:
+            error = PoisonRecord(
+                f"aggregate {event.aggregate_type}/{event.aggregate_id} is "
+                "parked behind an earlier dead-lettered event"
+            )
+            self._dead_letter(connection, record, event, handler, error, attempts=0)
+            self.stats.count(Outcome.PARKED, handler.consumer_name)
+            return None
+        return routed
 
-    def _with_retries(
-        self, connection: ConnectionSource, record: Any, event: Event, handler: Handler
-    ) -> Outcome:
-        policy = self.config.retry
+    # --- per-record mode ---------------------------------------------------------------
+    def process(self, connection: ConnectionSource, record: Any) -> None:
+        routed = self._route(connection, record)
+        if routed is not None:
+            outcome = self._with_retries(connection, routed)
+            self.stats.count(outcome, routed.handler.consumer_name)
+
+    def _with_retries(self, connection: ConnectionSource, routed: _Routed) -> Outcome:
+        policy, name = self.config.retry, routed.handler.consumer_name
         attempt = 0
         while True:
             attempt += 1
             try:
-                return self._apply(connection(), event, handler)
+                outcome = self._apply(connection(), routed.event, routed.handler)
             except (SkipEvent, RefuseTransition) as signal:
-                return self._record_signal(connection(), event, handler, signal)
+                return self._record_signal(connection(), routed.event, routed.handler, signal)
             except Exception as e:
                 if not isinstance(e, RetryLater):
                     log.warning(
                         "event %s (aggregate %s, trace %s) failed attempt %d/%d: %r",
-                        event.event_id,
-                        event.aggregate_id,
-                        event.trace_id,
+                        routed.event.event_id,
+                        routed.event.aggregate_id,
+                        routed.event.trace_id,
                         attempt,
                         policy.max_attempts,
                         e,
                     )
-                if attempt >= policy.max_attempts:
-                    self._dead_letter(connection, record, event, handler, e, attempt)
+                    if self.breaker.record_failure(routed.event.aggregate_id):
+                        self.stats.metrics.breaker_open.set(1)
+                        log.error(
+                            "circuit open: failures across many aggregates look like an "
+                            "outage; holding records back instead of dead-lettering"
+                        )
+                if attempt >= policy.max_attempts and not self.breaker.open:
+                    self._dead_letter(
+                        connection, routed.record, routed.event, routed.handler, e, attempt
+                    )
                     return Outcome.DEAD_LETTERED
-                self.stats.retries += 1
-                self.sleep(policy.delay(attempt))
+                self.stats.retry(name)
+                self.sleep(policy.delay(min(attempt, policy.max_attempts)))
+                continue
+            if self.breaker.record_success():
+                self.stats.metrics.breaker_open.set(0)
+                log.warning("circuit closed: records flow again")
+            return outcome
 
     def _apply(self, conn: psycopg.Connection[Any], event: Event, handler: Handler) -> Outcome:
-        name = handler.consumer_name
+        started = time.perf_counter()
         with conn.transaction():
-            if not self.inbox.claim(conn, event, name):
+            if not self.stores.inbox.claim(conn, event, handler.consumer_name):
                 return Outcome.DUPLICATE
-            if event.aggregate_version is not None:
-                guard = self.inbox.advance_version(conn, event, name)
-                if not guard.applied:
-                    self.inbox.mark_skipped(
-                        conn,
-                        event,
-                        name,
-                        f"stale: version {event.aggregate_version} <= {guard.previous}",
-                    )
-                    return Outcome.STALE
-                if (
-                    self.config.gap_policy == "hold"
-                    and guard.previous is not None
-                    and event.aggregate_version > guard.previous + 1
-                ):
-                    raise RetryLater(
-                        f"gap: version {event.aggregate_version} after {guard.previous}"
-                    )
-            handler.handle(event, conn)
+            outcome = self._guard_and_handle(conn, event, handler)
+            if outcome is Outcome.STALE:
+                self.stores.inbox.mark_skipped(conn, event, handler.consumer_name, "stale version")
+        if outcome is Outcome.PROCESSED:
+            self.stats.handled(
+                handler.consumer_name, event.occurred_at, time.perf_counter() - started
+            )
+        return outcome
+
+    def _guard_and_handle(
+        self, conn: psycopg.Connection[Any], event: Event, handler: Handler
+    ) -> Outcome:
+        """Version guard, then the handler; the caller owns the transaction."""
+        if event.aggregate_version is not None:
+            guard = self.stores.inbox.advance_version(conn, event, handler.consumer_name)
+            if not guard.applied:
+                return Outcome.STALE
+            if (
+                self.config.gap_policy == "hold"
+                and guard.previous is not None
+                and event.aggregate_version > guard.previous + 1
+            ):
+                raise RetryLater(f"gap: version {event.aggregate_version} after {guard.previous}")
+        handler.handle(event, conn)
         return Outcome.PROCESSED
 
     def _record_signal(
@@ -123,15 +188,81 @@ class RecordPipeline:
         """The handler's writes were rolled back; record why, in a transaction of its own."""
         name = handler.consumer_name
         with conn.transaction():
-            if not self.inbox.claim(conn, event, name):
+            if not self.stores.inbox.claim(conn, event, name):
                 return Outcome.DUPLICATE
             if isinstance(signal, RefuseTransition):
-                self.reconciliation.record(conn, event, name, signal.reason)
-                self.inbox.mark_skipped(conn, event, name, f"refused: {signal.reason}")
+                self.stores.reconciliation.record(conn, event, name, signal.reason)
+                self.stores.inbox.mark_skipped(conn, event, name, f"refused: {signal.reason}")
                 return Outcome.REFUSED
-            self.inbox.mark_skipped(conn, event, name, signal.reason)
+            self.stores.inbox.mark_skipped(conn, event, name, signal.reason)
             return Outcome.SKIPPED
 
+    # --- batch mode --------------------------------------------------------------------
+    def process_batch(self, connection: ConnectionSource, records: list[Any]) -> None:
+        """One claim statement, a savepoint per record, one COMMIT for the batch."""
+        routed = [r for r in (self._route(connection, rec) for rec in records) if r is not None]
+        seen: set[tuple[Any, str]] = set()
+        unique: list[_Routed] = []
+        for r in routed:  # the same event twice in one batch: the second is a duplicate
+            key = (r.event.event_id, r.handler.consumer_name)
+            if key in seen:
+                self.stats.count(Outcome.DUPLICATE, r.handler.consumer_name)
+            else:
+                seen.add(key)
+                unique.append(r)
+        deferred: list[_Routed] = []
+        blocked: set[ParkedKey] = set()
+        applied: list[tuple[_Routed, Outcome]] = []
+        conn = connection()
+        started = time.perf_counter()
+        try:
+            with conn.transaction():
+                claimed = self.stores.inbox.claim_many(
+                    conn, [(r.event, r.handler.consumer_name) for r in unique]
+                )
+                for r in unique:
+                    if (r.event.event_id, r.handler.consumer_name) not in claimed:
+                        applied.append((r, Outcome.DUPLICATE))
+                    elif r.parked_key in blocked:
+                        deferred.append(r)  # keep order behind its failed predecessor
+                    else:
+                        try:
+                            with conn.transaction():  # SAVEPOINT
+                                applied.append(
+                                    (r, self._guard_and_handle(conn, r.event, r.handler))
+                                )
+                        except Exception:
+                            blocked.add(r.parked_key)
+                            deferred.append(r)
+                self.stores.inbox.finish_many(
+                    conn,
+                    [
+                        (
+                            r.event,
+                            r.handler.consumer_name,
+                            "PROCESSED" if o is Outcome.PROCESSED else "SKIPPED",
+                            "stale version" if o is Outcome.STALE else None,
+                        )
+                        for r, o in applied
+                        if o in (Outcome.PROCESSED, Outcome.STALE)
+                    ],
+                )
+        except psycopg.Error:
+            # The batch transaction itself failed (e.g. the database went away): nothing
+            # of it committed, so every record takes the per-record path, in order.
+            applied, deferred = [], list(unique)
+        seconds = (time.perf_counter() - started) / max(len(applied), 1)
+        for r, outcome in applied:
+            self.stats.count(outcome, r.handler.consumer_name)
+            if outcome is Outcome.PROCESSED:
+                self.stats.handled(r.handler.consumer_name, r.event.occurred_at, seconds)
+        for r in deferred:
+            if self.config.park_aggregates and r.parked_key in self.parked:
+                self._route(connection, r.record)  # parks it behind the dead letter
+                continue
+            self.stats.count(self._with_retries(connection, r), r.handler.consumer_name)
+
+    # --- dead letters --------------------------------------------------------------------
     def _dead_letter(
         self,
         connection: ConnectionSource,
@@ -141,7 +272,7 @@ class RecordPipeline:
         error: BaseException,
         attempts: int,
     ) -> None:
-        """Publish to the DLQ (awaited), then remember the failure in the inbox."""
+        """Publish to the DLQ (awaited), then remember the failure (and park the aggregate)."""
         consumer = handler.consumer_name if handler else self.config.group_id
         self.dead_letters.publish(
             record,
@@ -159,9 +290,14 @@ class RecordPipeline:
             type(error).__name__,
             error,
         )
-        if event is not None and handler is not None:
-            conn = connection()
-            with conn.transaction():
-                self.inbox.record_failure(
-                    conn, event, consumer, attempts, f"{type(error).__name__}: {error}"
-                )
+        if event is None or handler is None:
+            return
+        conn = connection()
+        with conn.transaction():
+            self.stores.inbox.record_failure(
+                conn, event, consumer, attempts, f"{type(error).__name__}: {error}"
+            )
+            if self.config.park_aggregates:
+                self.stores.parking.park(conn, event, consumer, f"{type(error).__name__}: {error}")
+        if self.config.park_aggregates:
+            self.parked.add((consumer, event.aggregate_type, event.aggregate_id))

@@ -21,16 +21,19 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.dead_letter import DeadLetterError, DeadLetters
 from cdcbox.consumer.handler import Handler
-from cdcbox.consumer.pipeline import RecordPipeline
+from cdcbox.consumer.metrics import serve
+from cdcbox.consumer.pipeline import RecordPipeline, Stores
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.db import connect
 from cdcbox.errors import ConfigError, ServiceUnavailable
 from cdcbox.inbox import Inbox
 from cdcbox.kafka_admin import ensure_topics
 from cdcbox.names import DbNames
+from cdcbox.parking import ParkedKey, Parking
 from cdcbox.reconciliation import Reconciliation
 
 log = logging.getLogger("cdcbox.consumer")
@@ -80,15 +83,19 @@ class Consumer:
         self.stats = ConsumerStats()
         self._dispatch = dispatch_table(self.handlers)
         self._stop = threading.Event()
+        self._healthy = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
-        self._inbox = Inbox(names)
-        self._reconciliation = Reconciliation(names)
+        self._stores = Stores(Inbox(names), Reconciliation(names), Parking(names))
         self._kafka: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
 
     @property
     def topics(self) -> list[str]:
         return sorted({t for h in self.handlers for t in h.subscribed_topics()})
+
+    @property
+    def consumer_names(self) -> list[str]:
+        return [h.consumer_name for h in self.handlers]
 
     def stop(self) -> None:
         """Ask the loop to finish the in-flight batch, commit and return (signal-safe)."""
@@ -135,48 +142,71 @@ class Consumer:
         self._kafka, self._producer = kafka, producer
         pipeline = RecordPipeline(
             self._dispatch,
-            self._inbox,
-            self._reconciliation,
+            self._stores,
             DeadLetters(producer, self.config.dlq_suffix),
             self.config,
             self.stats,
+            CircuitBreaker(self.config.breaker),
         )
-        last_activity = time.monotonic()
+        server = None
+        if self.config.metrics_port is not None:
+            server = serve(
+                self.stats.metrics,
+                self.config.metrics_host,
+                self.config.metrics_port,
+                self._healthy,
+            )
+        self._healthy.set()
+        last_activity = refreshed = time.monotonic()
+        pipeline.parked = self._load_parked()
         try:
             while not self._stop.is_set():
                 if max_records is not None and self.stats.total >= max_records:
                     break
+                if time.monotonic() - refreshed > self.config.parked_refresh_s:
+                    pipeline.parked, refreshed = self._load_parked(), time.monotonic()
                 batch = kafka.poll(timeout_ms=self.config.poll_timeout_ms)
                 if not batch:
-                    if (
-                        idle_timeout_s is not None
-                        and time.monotonic() - last_activity > idle_timeout_s
-                    ):
+                    idle = time.monotonic() - last_activity
+                    if idle_timeout_s is not None and idle > idle_timeout_s:
                         break
                     continue
                 last_activity = time.monotonic()
                 self._process_batch(kafka, pipeline, batch)
         finally:
+            self._healthy.clear()
+            if server is not None:
+                server.shutdown()
             self.close()
         return self.stats
+
+    def _load_parked(self) -> set[ParkedKey]:
+        """Parked aggregates, re-read now and then so an operator's release takes effect."""
+        if not self.config.park_aggregates:
+            return set()
+        conn = self.connection()
+        with conn.transaction():
+            return self._stores.parking.load(conn, self.consumer_names)
 
     def _process_batch(
         self, kafka: KafkaConsumer, pipeline: RecordPipeline, batch: dict[TopicPartition, list[Any]]
     ) -> None:
         done: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, records in batch.items():
-            for record in records:
-                try:
-                    outcome = pipeline.process(self.connection, record)
-                except DeadLetterError as e:
-                    # Not applied, not dead-lettered: go back to it after the commit below.
-                    log.error("%s; will retry from offset %d", e, record.offset)
-                    kafka.seek(tp, record.offset)
-                    time.sleep(self.config.retry.delay(self.config.retry.max_attempts))
-                    break
-                self.stats.count(outcome)
-                self.stats.observe_lag(record)
-                done[tp] = OffsetAndMetadata(record.offset + 1, "", -1)
+            try:
+                if self.config.batch_mode:
+                    pipeline.process_batch(self.connection, records)
+                else:
+                    for record in records:
+                        pipeline.process(self.connection, record)
+                        done[tp] = OffsetAndMetadata(record.offset + 1, "", -1)
+            except DeadLetterError as e:
+                # Neither applied nor dead-lettered: commit what ended, come back to the rest.
+                log.error("%s; will retry from there", e)
+                kafka.seek(tp, done[tp].offset if tp in done else records[0].offset)
+                self._stop.wait(self.config.retry.max_delay_s)
+                continue
+            done[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
         if done:
             try:
                 kafka.commit(done)

@@ -1,4 +1,8 @@
-"""How each record ended, counted: nothing vanishes, every record has exactly one outcome."""
+"""How each record ended, counted: nothing vanishes, every record has exactly one outcome.
+
+The counts are kept in memory (what tests, the demo and benchmarks read) and mirrored to
+the consumer's Prometheus metrics.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-from cdcbox import wire
+from cdcbox.consumer.metrics import ConsumerMetrics
 
 _MAX_SAMPLES = 200_000
 
@@ -22,35 +25,34 @@ class Outcome(enum.Enum):
     UNHANDLED = "unhandled"
     REFUSED = "refused"
     DEAD_LETTERED = "dead_lettered"
+    PARKED = "parked"
 
 
 @dataclass
 class ConsumerStats:
+    metrics: ConsumerMetrics = field(default_factory=ConsumerMetrics)
     outcomes: Counter[Outcome] = field(default_factory=Counter)
     retries: int = 0
     lag_ms: list[float] = field(default_factory=list)
 
-    def count(self, outcome: Outcome) -> None:
+    def count(self, outcome: Outcome, consumer: str) -> None:
         self.outcomes[outcome] += 1
+        self.metrics.records.labels(consumer, outcome.value).inc()
 
-    def observe_lag(self, record: Any) -> None:
-        """Commit-to-handled lag from the occurred_at header (same clock on one machine)."""
-        if len(self.lag_ms) >= _MAX_SAMPLES:
+    def retry(self, consumer: str) -> None:
+        self.retries += 1
+        self.metrics.retries.labels(consumer).inc()
+        self.metrics.failures.labels(consumer).inc()
+
+    def handled(self, consumer: str, occurred_at: datetime | None, seconds: float) -> None:
+        """An applied event: its handler time and commit-to-handle lag."""
+        self.metrics.handler_seconds.labels(consumer).observe(seconds)
+        if occurred_at is None:
             return
-        for name, value in record.headers or []:
-            if name == wire.HEADER_OCCURRED_AT and value:
-                try:
-                    occurred = datetime.fromisoformat(value.decode()).timestamp()
-                except ValueError:
-                    return
-                self.lag_ms.append((time.time() - occurred) * 1000)
-                return
-
-    def lag_percentile(self, q: float) -> float | None:
-        if not self.lag_ms:
-            return None
-        ordered = sorted(self.lag_ms)
-        return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+        lag_s = time.time() - occurred_at.timestamp()
+        self.metrics.lag_seconds.labels(consumer).observe(max(lag_s, 0.0))
+        if len(self.lag_ms) < _MAX_SAMPLES:
+            self.lag_ms.append(lag_s * 1000)
 
     def __getitem__(self, outcome: Outcome) -> int:
         return self.outcomes[outcome]
@@ -58,3 +60,9 @@ class ConsumerStats:
     @property
     def total(self) -> int:
         return sum(self.outcomes.values())
+
+    def lag_percentile(self, q: float) -> float | None:
+        if not self.lag_ms:
+            return None
+        ordered = sorted(self.lag_ms)
+        return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]

@@ -12,14 +12,16 @@ import pytest
 from psycopg import sql
 
 from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome
+from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.handler import Handler
-from cdcbox.consumer.pipeline import RecordPipeline
+from cdcbox.consumer.pipeline import RecordPipeline, Stores
 from cdcbox.consumer.signals import RefuseTransition
 from cdcbox.errors import SchemaError, UsageError
 from cdcbox.inbox import Inbox
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.parking import Parking
 from cdcbox.reconciliation import Reconciliation
 from cdcbox.stack.endpoints import Endpoints
 from tests.helpers import unique
@@ -53,6 +55,7 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(stack: Endpoin
         "0001_outbox",
         "0002_inbox",
         "0003_debezium",
+        "0004_parking",
         "polling/0001_relay_indexes",
     ]
     with psycopg.connect(stack.dsn) as conn:
@@ -195,17 +198,26 @@ class Counter(Handler):
 
 
 def pipeline_for(stack: Endpoints, handler: Counter) -> RecordPipeline:
+    """The pipeline without Kafka: these records never reach the dead-letter path."""
     config = ConsumerConfig(
         bootstrap_servers="unused", dsn=stack.dsn, group_id=handler.consumer_name
     )
     return RecordPipeline(
         {t: handler for t in handler.event_types},
-        Inbox(),
-        Reconciliation(),
-        dead_letters=None,
+        Stores(Inbox(), Reconciliation(), Parking()),
+        dead_letters=None,  # type: ignore[arg-type]
         config=config,
         stats=ConsumerStats(),
-    )  # type: ignore[arg-type]
+        breaker=CircuitBreaker(BreakerPolicy()),
+    )
+
+
+def outcome_of(pipeline: RecordPipeline, conn: psycopg.Connection[Any], rec: Record) -> Outcome:
+    before = dict(pipeline.stats.outcomes)
+    pipeline.process(lambda: conn, rec)
+    changed = [o for o, n in pipeline.stats.outcomes.items() if n != before.get(o, 0)]
+    assert len(changed) == 1
+    return changed[0]
 
 
 def test_duplicates_and_stale_versions_are_skipped_and_counted(
@@ -216,7 +228,7 @@ def test_duplicates_and_stale_versions_are_skipped_and_counted(
     aggregate = unique("agg")
     first = record(aggregate, 1)
     outcomes = [
-        pipeline.process(lambda: db, r)
+        outcome_of(pipeline, db, r)
         for r in (
             first,
             record(aggregate, 3),
@@ -254,11 +266,11 @@ def test_refused_transition_is_recorded_for_reconciliation(
 ) -> None:
     handler = Counter(unique("consumer"))
     refused = record(unique("agg"), 1, event_type="Refused")
-    assert pipeline_for(stack, handler).process(lambda: db, refused) == Outcome.REFUSED
+    assert outcome_of(pipeline_for(stack, handler), db, refused) == Outcome.REFUSED
     row = db.execute(
         "SELECT reason FROM consumer_reconciliation WHERE consumer_name = %s",
         (handler.consumer_name,),
     ).fetchone()
     assert row == ("order is cancelled",)
     # Redelivered, it is a duplicate: the refusal is final, not retried forever.
-    assert pipeline_for(stack, handler).process(lambda: db, refused) == Outcome.DUPLICATE
+    assert outcome_of(pipeline_for(stack, handler), db, refused) == Outcome.DUPLICATE

@@ -1,0 +1,187 @@
+"""Failures end as dead letters, retries or parked aggregates — never as lost records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from kafka import KafkaConsumer
+
+from cdcbox import wire
+from cdcbox.consumer import Event, Outcome, RetryPolicy
+from cdcbox.consumer.breaker import BreakerPolicy
+from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.stack.endpoints import Endpoints
+from tests.e2e.conftest import count_effects, effects, recording_handler
+from tests.helpers import eventually, unique
+
+pytestmark = pytest.mark.e2e
+OUTBOX = Outbox()
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
+
+
+def dead_letters(stack: Endpoints, topic: str, expect: int) -> list[Any]:
+    reader = KafkaConsumer(
+        topic,
+        bootstrap_servers=stack.bootstrap_servers,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    got: list[Any] = []
+    try:
+
+        def more() -> bool:
+            for records in reader.poll(timeout_ms=500).values():
+                got.extend(records)
+            return len(got) >= expect
+
+        eventually(more, timeout=30, what=f"{expect} dead letters on {topic}")
+    finally:
+        reader.close()
+    return got
+
+
+def write(dsn: str, events: list[NewEvent]) -> list[Any]:
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        return OUTBOX.append_many(conn, events)
+
+
+def test_poison_record_is_dead_lettered_with_its_reason_and_the_next_one_applied(
+    stack: Endpoints, run_consumer: Any
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    bad, good = write(
+        stack.dsn,
+        [
+            NewEvent(aggregate_type, "a1", "Created", b"{not json"),
+            NewEvent(aggregate_type, "a1", "Created", {"ok": True}),
+        ],
+    )
+    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    with run_consumer([handler], group=consumer) as running:
+        eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the good record")
+        eventually(lambda: running.stats[Outcome.DEAD_LETTERED] == 1, what="one dead letter")
+    topic = wire.topic_for(aggregate_type)
+    (letter,) = dead_letters(stack, topic + ".dlq", expect=1)
+    headers = dict(letter.headers)
+    assert letter.key == b"a1"
+    assert letter.value == b"{not json"
+    assert headers["id"] == str(bad).encode()
+    assert headers["cdcbox.error.type"] == b"PoisonRecord"
+    assert b"not valid JSON" in headers["cdcbox.error.message"]
+    assert headers["cdcbox.original.topic"] == topic.encode()
+    assert headers["cdcbox.error.attempts"] == b"0"
+    with psycopg.connect(stack.dsn) as conn:
+        assert [r[0] for r in effects(conn, consumer)] == [good]
+
+
+def test_failing_handler_is_retried_then_dead_lettered_and_its_aggregate_parked(
+    stack: Endpoints, run_consumer: Any
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    ids = write(
+        stack.dsn,
+        [
+            NewEvent(aggregate_type, "broken", "Created", {"n": 1}, aggregate_version=1),
+            NewEvent(aggregate_type, "broken", "Created", {"n": 2}, aggregate_version=2),
+            NewEvent(aggregate_type, "fine", "Created", {"n": 3}, aggregate_version=1),
+        ],
+    )
+    handler = recording_handler(
+        consumer, aggregate_type, {"Created"}, fail=lambda e: e.event_id == ids[0]
+    )
+    with run_consumer([handler], group=consumer, retry=FAST_RETRY) as running:
+        eventually(lambda: running.stats[Outcome.PARKED] == 1, what="the later event parked")
+        assert running.stats[Outcome.DEAD_LETTERED] == 1
+        assert running.stats.retries == FAST_RETRY.max_attempts - 1
+    with psycopg.connect(stack.dsn) as conn:
+        assert [r[1] for r in effects(conn, consumer)] == ["fine"]
+        inbox = conn.execute(
+            "SELECT event_id, status, retry_count, error_message FROM inbox_event "
+            "WHERE consumer_name = %s AND status = 'FAILED' ORDER BY received_at",
+            (consumer,),
+        ).fetchall()
+        assert [r[0] for r in inbox] == ids[:2]
+        assert inbox[0][2] == FAST_RETRY.max_attempts
+        assert "handler refuses" in inbox[0][3]
+        parked = conn.execute(
+            "SELECT aggregate_id, event_id FROM consumer_parked_aggregate WHERE consumer_name = %s",
+            (consumer,),
+        ).fetchall()
+        assert parked == [("broken", ids[0])]
+    letters = dead_letters(stack, wire.topic_for(aggregate_type) + ".dlq", expect=2)
+    assert [dict(r.headers)["id"] for r in letters] == [str(i).encode() for i in ids[:2]]
+    first, second = (dict(r.headers) for r in letters)
+    assert first["cdcbox.error.type"] == b"RuntimeError"
+    assert first["cdcbox.error.attempts"] == str(FAST_RETRY.max_attempts).encode()
+    assert first["cdcbox.consumer"] == consumer.encode()
+    assert b"parked" in second["cdcbox.error.message"]
+
+
+def test_transient_failure_is_retried_and_applied_once(stack: Endpoints, run_consumer: Any) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    attempts: list[Any] = []
+
+    def fail_twice(event: Event) -> bool:
+        attempts.append(event.event_id)
+        return len(attempts) <= 2
+
+    (event_id,) = write(stack.dsn, [NewEvent(aggregate_type, "a", "Created", {"n": 1})])
+    handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=fail_twice)
+    with run_consumer([handler], group=consumer, retry=FAST_RETRY) as running:
+        eventually(lambda: running.stats[Outcome.PROCESSED] == 1, what="applied after retries")
+        assert running.stats.retries == 2
+        assert running.stats[Outcome.DEAD_LETTERED] == 0
+    assert attempts == [event_id] * 3
+    assert count_effects(stack.dsn, consumer) == 1
+
+
+def test_batch_mode_applies_everything_but_the_failing_record_exactly_once(
+    stack: Endpoints, run_consumer: Any
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    events = [
+        NewEvent(aggregate_type, f"a{i % 10}", "Created", {"i": i}, aggregate_version=i // 10 + 1)
+        for i in range(100)
+    ]
+    ids = write(stack.dsn, events)
+    poisoned = ids[95]  # the last event of aggregate a5: nothing of a5 is behind it
+    handler = recording_handler(
+        consumer, aggregate_type, {"Created"}, fail=lambda e: e.event_id == poisoned
+    )
+    with run_consumer([handler], group=consumer, retry=FAST_RETRY, batch_mode=True) as running:
+        eventually(lambda: running.stats[Outcome.DEAD_LETTERED] == 1, what="the poisoned one")
+        eventually(lambda: running.stats[Outcome.PROCESSED] == 99, what="99 applied")
+    with psycopg.connect(stack.dsn) as conn:
+        applied = [r[0] for r in effects(conn, consumer)]
+        statuses = dict(
+            conn.execute(
+                "SELECT status, count(*) FROM inbox_event WHERE consumer_name = %s GROUP BY status",
+                (consumer,),
+            ).fetchall()
+        )
+    assert sorted(applied) == sorted(i for i in ids if i != poisoned)
+    assert len(applied) == len(set(applied)) == 99
+    assert statuses == {"PROCESSED": 99, "FAILED": 1}
+
+
+def test_outage_across_aggregates_opens_the_breaker_instead_of_dead_lettering(
+    stack: Endpoints, run_consumer: Any
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    write(stack.dsn, [NewEvent(aggregate_type, f"a{i}", "Created", {"i": i}) for i in range(3)])
+    outage = {"on": True}
+    handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
+    with run_consumer(
+        [handler], group=consumer, breaker=BreakerPolicy(failing_aggregates=1), retry=FAST_RETRY
+    ) as running:
+        eventually(
+            lambda: running.stats.retries >= 2 * FAST_RETRY.max_attempts,
+            what="retries well past max_attempts while the circuit is open",
+        )
+        assert running.stats[Outcome.DEAD_LETTERED] == 0
+        outage["on"] = False
+        eventually(lambda: count_effects(stack.dsn, consumer) == 3, what="all applied after")
+    assert running.stats[Outcome.DEAD_LETTERED] == 0
