@@ -90,6 +90,14 @@ def load_handler(target: str) -> Handler:
     help="Dead-letter an aggregate's later events behind a dead-lettered one.",
 )
 @click.option(
+    "--max-poll-records",
+    type=int,
+    default=ConsumerConfig.max_poll_records,
+    show_default=True,
+    envvar="CDCBOX_MAX_POLL_RECORDS",
+    help="Records per poll batch (the unit of commit and of graceful stop).",
+)
+@click.option(
     "--metrics-port",
     type=int,
     default=None,
@@ -110,6 +118,7 @@ def consume(
     dlq_suffix: str,
     batch: bool,
     park: bool,
+    max_poll_records: int,
     metrics_port: int | None,
 ) -> None:
     """Run HANDLERS (module:Class) in one consumer until SIGTERM or SIGINT."""
@@ -129,6 +138,7 @@ def consume(
         batch_mode=batch,
         park_aggregates=park,
         metrics_port=metrics_port,
+        max_poll_records=max_poll_records,
     )
     consumer = Consumer(instances, config)
 

@@ -44,3 +44,7 @@ for command in (stack, db, apply_command, diff_command, connectors_group, consum
 
 def main() -> None:
     cli(prog_name="cdc-ctl")
+
+
+if __name__ == "__main__":
+    main()

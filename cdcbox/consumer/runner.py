@@ -177,6 +177,7 @@ class Consumer:
             self._healthy.clear()
             if server is not None:
                 server.shutdown()
+                server.server_close()
             self.close()
         return self.stats
 

@@ -185,3 +185,24 @@ def test_outage_across_aggregates_opens_the_breaker_instead_of_dead_lettering(
         outage["on"] = False
         eventually(lambda: count_effects(stack.dsn, consumer) == 3, what="all applied after")
     assert running.stats[Outcome.DEAD_LETTERED] == 0
+
+
+def test_metrics_endpoint_serves_counts_and_health(stack: Endpoints, run_consumer: Any) -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    aggregate_type, consumer = unique("order"), unique("c")
+    write(stack.dsn, [NewEvent(aggregate_type, "a", "Created", {"n": i}) for i in range(3)])
+    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    with run_consumer([handler], group=consumer, metrics_port=port) as running:
+        eventually(lambda: running.stats[Outcome.PROCESSED] == 3, what="3 processed")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            assert r.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    line = f'cdcbox_consumer_records_total{{consumer="{consumer}",outcome="processed"}} 3.0'
+    assert line in text
+    assert f'cdcbox_consumer_handler_seconds_count{{consumer="{consumer}"}} 3.0' in text

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome
+from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline, Stores
@@ -24,7 +24,7 @@ from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.parking import Parking
 from cdcbox.reconciliation import Reconciliation
 from cdcbox.stack.endpoints import Endpoints
-from tests.helpers import unique
+from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.integration
 
@@ -274,3 +274,42 @@ def test_refused_transition_is_recorded_for_reconciliation(
     assert row == ("order is cancelled",)
     # Redelivered, it is a duplicate: the refusal is final, not retried forever.
     assert outcome_of(pipeline_for(stack, handler), db, refused) == Outcome.DUPLICATE
+
+
+def test_gap_is_held_until_the_missing_version_is_applied(
+    stack: Endpoints, db: psycopg.Connection[Any]
+) -> None:
+    handler = Counter(unique("consumer"))
+    aggregate = unique("agg")
+    held = pipeline_for(stack, handler)
+    held_config = ConsumerConfig(
+        bootstrap_servers="unused",
+        dsn=stack.dsn,
+        group_id=handler.consumer_name,
+        gap_policy="hold",
+        retry=RetryPolicy(max_attempts=200, initial_delay_s=0.01, max_delay_s=0.02),
+    )
+    held.config = held_config
+    assert outcome_of(held, db, record(aggregate, 1)) == Outcome.PROCESSED
+
+    # Version 3 arrives before 2: it is retried, not applied, while 2 is missing ...
+    done = threading.Event()
+
+    def process_v3() -> None:
+        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+            held.process(lambda: conn, record(aggregate, 3))
+        done.set()
+
+    worker = threading.Thread(target=process_v3)
+    worker.start()
+    eventually(lambda: held.stats.retries >= 3, timeout=30, what="version 3 held")
+    assert handler.applied == ["1"]
+    # ... until version 2 is applied (here by a second instance of the same consumer).
+    with psycopg.connect(stack.dsn, autocommit=True) as other:
+        assert outcome_of(pipeline_for(stack, handler), other, record(aggregate, 2)) == (
+            Outcome.PROCESSED
+        )
+    worker.join(timeout=30)
+    assert done.is_set()
+    assert handler.applied == ["1", "2", "3"]
+    assert held.stats[Outcome.PROCESSED] == 2

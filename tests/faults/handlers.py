@@ -1,0 +1,31 @@
+"""A handler for consumer processes the fault tests start with `cdc-ctl consume`.
+
+The test (the edge) passes its names through the environment; each applied event is one
+row in e2e_effect, so effects can be counted exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import psycopg
+
+from cdcbox.consumer import Event, Handler
+
+
+class EffectHandler(Handler):
+    consumer_name = os.environ.get("FAULT_CONSUMER", "fault-consumer")
+    aggregate_types = (os.environ.get("FAULT_AGGREGATE_TYPE", "fault"),)
+    event_types = frozenset({"Changed"})
+    delay_s = float(os.environ.get("FAULT_HANDLER_DELAY_S", "0"))
+
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)  # a slow handler, so a kill lands mid-batch
+        conn.execute(
+            "INSERT INTO e2e_effect (consumer_name, event_id, aggregate_id, version, headers) "
+            "VALUES (%s, %s, %s, %s, '{}')",
+            (self.consumer_name, event.event_id, event.aggregate_id, event.aggregate_version),
+        )
