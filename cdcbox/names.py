@@ -42,6 +42,11 @@ class DbNames:
         return sql.Identifier(self.schema, getattr(self, name))
 
     @property
+    def notify_channel(self) -> str:
+        """The LISTEN/NOTIFY channel the polling relay waits on."""
+        return f"{self.schema}_{self.outbox}"
+
+    @property
     def outbox_qualified(self) -> str:
         """`schema.table`, as Debezium's table.include.list names it."""
         return f"{self.schema}.{self.outbox}"
@@ -58,6 +63,9 @@ class DbNames:
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
             "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),
+            "notify_function": sql.Identifier(self.schema, f"{self.outbox}_notify"),
+            "notify_trigger": sql.Identifier(f"{self.outbox}_notify"),
+            "channel": sql.Literal(self.notify_channel),
             "publication": sql.Identifier(self.publication),
             "publication_name": sql.Literal(self.publication),
             "debezium_role": sql.Identifier(self.debezium_role),

@@ -42,7 +42,8 @@ ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 @dataclass(frozen=True)
 class NewEvent:
     """An event to append. `payload` is JSON-serialisable data, or already-encoded bytes
-    together with their `content_type`."""
+    together with their `content_type`. Versions start at 1; None (stored as 0) means
+    unversioned, and such events bypass the consumers' version guard."""
 
     aggregate_type: str
     aggregate_id: str
@@ -88,7 +89,7 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
         event.event_id or uuid7(),
         event.aggregate_type,
         event.aggregate_id,
-        event.aggregate_version,
+        event.aggregate_version or 0,
         event.event_type,
         payload,
         event.content_type,

@@ -8,6 +8,7 @@ from cdcbox.cli.common import Settings
 from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
 from cdcbox.cli.consume import consume
 from cdcbox.cli.db import db
+from cdcbox.cli.relay import outbox, relay
 from cdcbox.cli.stack import stack
 
 
@@ -38,7 +39,7 @@ def cli(
     )
 
 
-for command in (stack, db, apply_command, diff_command, connectors_group, consume):
+for command in (stack, db, apply_command, diff_command, connectors_group, consume, relay, outbox):
     cli.add_command(command)
 
 

@@ -73,6 +73,7 @@ def decode(record: Any) -> Event:
     version_text = _text(headers, wire.HEADER_AGGREGATE_VERSION, required=False)
     try:
         version = int(version_text) if version_text else None
+        version = version or None  # 0 is the contract's "unversioned"
     except ValueError as e:
         raise PoisonRecord(f"header 'aggregate_version' is not an integer: {version_text!r}") from e
     occurred_text = _text(headers, wire.HEADER_OCCURRED_AT, required=False)

@@ -1,5 +1,5 @@
 """Prometheus metrics of one consumer, in a registry of its own (no process globals), and
-an optional HTTP endpoint serving /metrics and /healthz."""
+the HTTP endpoint serving /metrics and /healthz that the consumer and the relay share."""
 
 from __future__ import annotations
 
@@ -48,19 +48,16 @@ class ConsumerMetrics:
             registry=self.registry,
         )
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
 
 def serve(
-    metrics: ConsumerMetrics, host: str, port: int, healthy: threading.Event
+    registry: CollectorRegistry, host: str, port: int, healthy: threading.Event
 ) -> ThreadingHTTPServer:
     """Serve /metrics and /healthz (200 while `healthy` is set) on a daemon thread."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/metrics":
-                body, status, kind = metrics.render(), 200, CONTENT_TYPE_LATEST
+                body, status, kind = generate_latest(registry), 200, CONTENT_TYPE_LATEST
             elif self.path == "/healthz":
                 ok = healthy.is_set()
                 body, status, kind = (

@@ -151,7 +151,7 @@ class Consumer:
         server = None
         if self.config.metrics_port is not None:
             server = serve(
-                self.stats.metrics,
+                self.stats.metrics.registry,
                 self.config.metrics_host,
                 self.config.metrics_port,
                 self._healthy,

@@ -3,13 +3,14 @@
 -- polling relay. created_at is `timestamp` (UTC, no zone) because Debezium's Outbox Event
 -- Router requires that type for table.field.event.timestamp; occurred_at is the same
 -- instant as ISO-8601 text, so the header is byte-identical whichever relay sends it.
--- trace_id is '' rather than NULL when absent: Kafka clients cannot all write null headers.
+-- trace_id is '' and aggregate_version 0 when absent, never NULL: a NULL column becomes a
+-- null header, which not every Kafka client can write (the polling relay must match).
 CREATE TABLE IF NOT EXISTS {outbox} (
     id                bigserial   PRIMARY KEY,
     event_id          uuid        NOT NULL UNIQUE,
     aggregate_type    text        NOT NULL,
     aggregate_id      text        NOT NULL,
-    aggregate_version bigint,
+    aggregate_version bigint      NOT NULL DEFAULT 0,
     event_type        text        NOT NULL,
     payload           bytea       NOT NULL,
     content_type      text        NOT NULL DEFAULT 'application/json',

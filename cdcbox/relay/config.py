@@ -1,0 +1,45 @@
+"""Polling relay configuration; the CLI builds it from flags and the environment."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+from dataclasses import dataclass, field
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class RelayBackoff:
+    """The seed's schedule: min(300 s, 2^min(n, 8) s) after the n-th failure, jittered."""
+
+    cap_s: float = 300.0
+    max_exponent: int = 8
+    jitter: float = 0.2
+
+    def delay_s(self, failures: int) -> float:
+        base = min(self.cap_s, 2.0 ** min(failures, self.max_exponent))
+        return base * random.uniform(1 - self.jitter, 1 + self.jitter)
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    dsn: str
+    bootstrap_servers: str
+    worker_id: str = field(default_factory=default_worker_id)
+    batch_size: int = 500
+    lease_s: float = 30.0
+    poll_interval_s: float = 1.0
+    max_attempts: int = 10
+    backoff: RelayBackoff = field(default_factory=RelayBackoff)
+    # Hold an aggregate's later events while an earlier one is unsent (PENDING, PROCESSING,
+    # RETRY or DEAD), so per-aggregate order survives failures and several workers.
+    ordered: bool = True
+    listen: bool = True
+    send_timeout_s: float = 30.0
+    linger_ms: int = 5
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"

@@ -1,0 +1,174 @@
+"""All SQL of the polling relay: claim due rows under a lease, then settle them.
+
+Claiming locks due rows with FOR UPDATE SKIP LOCKED (workers never wait on each other),
+drops those whose aggregate has an earlier unsent row outside the claim, and marks the
+rest PROCESSING with this worker's id and lease, in one transaction. Settling changes
+only rows this worker still holds: a row whose lease expired and was taken over is not
+overwritten by the late worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from cdcbox.names import DbNames
+
+_ROW = (
+    "id",
+    "event_id",
+    "aggregate_type",
+    "aggregate_id",
+    "aggregate_version",
+    "event_type",
+    "payload",
+    "content_type",
+    "trace_id",
+    "created_at",
+    "occurred_at",
+    "retry_count",
+)
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    event_id: Any
+    aggregate_type: str
+    aggregate_id: str
+    aggregate_version: int
+    event_type: str
+    payload: bytes
+    content_type: str
+    trace_id: str
+    created_at: datetime
+    occurred_at: str
+    retry_count: int
+
+
+class RelayStore:
+    def __init__(self, names: DbNames = DbNames()) -> None:
+        t = names.table("outbox")
+        cols = sql.SQL(", ").join(map(sql.Identifier, _ROW))
+        self._candidates = sql.SQL(
+            "SELECT {cols} FROM {t} WHERE ((status IN ('PENDING', 'RETRY') AND "
+            "(next_retry_at IS NULL OR next_retry_at <= now())) OR "
+            "(status = 'PROCESSING' AND locked_until < now())) "
+            "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
+        ).format(cols=cols, t=t)
+        # The first unsent row of each candidate aggregate that is not itself a candidate:
+        # candidates after it must wait.
+        self._blockers = sql.SQL(
+            "SELECT o.aggregate_type, o.aggregate_id, min(o.id) FROM {t} o "
+            "JOIN unnest(%s::text[], %s::text[]) AS a(t, i) "
+            "ON o.aggregate_type = a.t AND o.aggregate_id = a.i "
+            "WHERE o.status IN ('PENDING', 'PROCESSING', 'RETRY', 'DEAD') "
+            "AND NOT (o.id = ANY(%s)) AND o.id < %s GROUP BY 1, 2"
+        ).format(t=t)
+        self._lease = sql.SQL(
+            "UPDATE {t} SET status = 'PROCESSING', locked_by = %s, "
+            "locked_until = now() + make_interval(secs => %s) WHERE id = ANY(%s)"
+        ).format(t=t)
+        self._sent = sql.SQL(
+            "UPDATE {t} SET status = 'SENT', sent_at = now(), locked_by = NULL, "
+            "locked_until = NULL, last_error = NULL "
+            "WHERE id = ANY(%s) AND status = 'PROCESSING' AND locked_by = %s"
+        ).format(t=t)
+        self._failed = sql.SQL(
+            "UPDATE {t} AS o SET status = CASE WHEN o.retry_count + 1 >= %s THEN 'DEAD' "
+            "ELSE 'RETRY' END, retry_count = o.retry_count + 1, "
+            "next_retry_at = now() + make_interval(secs => f.delay), last_error = f.error, "
+            "locked_by = NULL, locked_until = NULL "
+            "FROM unnest(%s::bigint[], %s::float8[], %s::text[]) AS f(id, delay, error) "
+            "WHERE o.id = f.id AND o.status = 'PROCESSING' AND o.locked_by = %s"
+        ).format(t=t)
+        self._release = sql.SQL(
+            "UPDATE {t} SET status = CASE WHEN retry_count > 0 THEN 'RETRY' ELSE 'PENDING' END, "
+            "locked_by = NULL, locked_until = NULL "
+            "WHERE id = ANY(%s) AND status = 'PROCESSING' AND locked_by = %s"
+        ).format(t=t)
+        self._backlog = sql.SQL(
+            "SELECT status, count(*), extract(epoch FROM now() - min(created_at "
+            "AT TIME ZONE 'UTC')) FROM {t} GROUP BY status"
+        ).format(t=t)
+        self._dead = sql.SQL(
+            "SELECT id, event_id, aggregate_type, aggregate_id, event_type, retry_count, "
+            "last_error FROM {t} WHERE status = 'DEAD' ORDER BY id LIMIT %s"
+        ).format(t=t)
+        self._retry_dead = sql.SQL(
+            "UPDATE {t} SET status = 'RETRY', retry_count = 0, next_retry_at = now() "
+            "WHERE status = 'DEAD' AND id = ANY(%s) RETURNING id"
+        ).format(t=t)
+
+    def claim(
+        self, conn: psycopg.Connection[Any], worker: str, limit: int, lease_s: float, ordered: bool
+    ) -> list[OutboxRow]:
+        """Lease up to `limit` due rows to `worker`, oldest first."""
+        with conn.transaction():
+            rows = [OutboxRow(*r) for r in conn.execute(self._candidates, (limit,))]
+            if not rows:
+                return []
+            if ordered:
+                rows = self._without_blocked(conn, rows)
+            if rows:
+                conn.execute(self._lease, (worker, lease_s, [r.id for r in rows]))
+        return rows
+
+    def _without_blocked(
+        self, conn: psycopg.Connection[Any], rows: list[OutboxRow]
+    ) -> list[OutboxRow]:
+        aggregates = sorted({(r.aggregate_type, r.aggregate_id) for r in rows})
+        blockers = {
+            (t, i): first
+            for t, i, first in conn.execute(
+                self._blockers,
+                (
+                    [a[0] for a in aggregates],
+                    [a[1] for a in aggregates],
+                    [r.id for r in rows],
+                    max(r.id for r in rows),
+                ),
+            )
+        }
+        return [
+            r for r in rows if r.id < blockers.get((r.aggregate_type, r.aggregate_id), r.id + 1)
+        ]
+
+    def mark_sent(self, conn: psycopg.Connection[Any], worker: str, ids: list[int]) -> int:
+        with conn.transaction():
+            return conn.execute(self._sent, (ids, worker)).rowcount
+
+    def mark_failed(
+        self,
+        conn: psycopg.Connection[Any],
+        worker: str,
+        max_attempts: int,
+        failures: list[tuple[int, float, str]],
+    ) -> int:
+        """RETRY with the given delays, or DEAD once the attempts are used up."""
+        if not failures:
+            return 0
+        ids, delays, errors = (list(c) for c in zip(*failures, strict=True))
+        with conn.transaction():
+            return conn.execute(self._failed, (max_attempts, ids, delays, errors, worker)).rowcount
+
+    def release(self, conn: psycopg.Connection[Any], worker: str, ids: list[int]) -> int:
+        with conn.transaction():
+            return conn.execute(self._release, (ids, worker)).rowcount
+
+    def backlog(self, conn: psycopg.Connection[Any]) -> dict[str, tuple[int, float]]:
+        """Rows and the oldest row's age in seconds, by status."""
+        with conn.transaction():
+            return {s: (int(n), float(age or 0)) for s, n, age in conn.execute(self._backlog)}
+
+    def dead(self, conn: psycopg.Connection[Any], limit: int = 100) -> list[tuple[Any, ...]]:
+        with conn.transaction():
+            return conn.execute(self._dead, (limit,)).fetchall()
+
+    def retry_dead(self, conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
+        with conn.transaction():
+            return [r[0] for r in conn.execute(self._retry_dead, (ids,))]

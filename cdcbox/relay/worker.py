@@ -1,0 +1,262 @@
+"""One polling relay worker: claim a batch, publish it, settle it, wait for more.
+
+The whole batch is sent and flushed (acks=all, idempotent producer) before one UPDATE
+marks the acknowledged rows SENT: no row is SENT that Kafka has not acknowledged. A row
+that fails goes to RETRY with the seed's backoff, or DEAD after the last attempt; its
+aggregate's later rows in the same batch are released unsent (without spending an
+attempt) and go out after it, so the last copy a consumer sees of each event is in order.
+New events wake the worker through LISTEN/NOTIFY; the poll interval is only the fallback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from psycopg import sql
+
+from cdcbox.consumer.metrics import serve
+from cdcbox.db import connect
+from cdcbox.errors import ServiceUnavailable
+from cdcbox.names import DbNames
+from cdcbox.relay.config import RelayConfig
+from cdcbox.relay.records import to_record
+from cdcbox.relay.store import OutboxRow, RelayStore
+
+log = logging.getLogger("cdcbox.relay")
+
+
+@dataclass
+class RelayMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.sent = Counter("cdcbox_relay_sent", "Rows published and marked SENT", registry=r)
+        self.failed = Counter("cdcbox_relay_failed", "Rows that failed to publish", registry=r)
+        self.dead = Counter("cdcbox_relay_dead", "Rows that went DEAD", registry=r)
+        self.batch_seconds = Histogram("cdcbox_relay_batch_seconds", "Claim to settle", registry=r)
+        self.backlog = Gauge(
+            "cdcbox_relay_backlog", "Outbox rows by status", ["status"], registry=r
+        )
+        self.oldest_pending_s = Gauge(
+            "cdcbox_relay_oldest_pending_seconds", "Age of the oldest PENDING row", registry=r
+        )
+
+
+@dataclass
+class RelayStats:
+    sent: int = 0
+    failed: int = 0
+    dead: int = 0
+    batches: int = 0
+
+
+class RelayWorker:
+    def __init__(self, config: RelayConfig, names: DbNames = DbNames()) -> None:
+        self.config = config
+        self.names = names
+        self.store = RelayStore(names)
+        self.stats = RelayStats()
+        self.metrics = RelayMetrics()
+        self._stop = threading.Event()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._listener: psycopg.Connection[Any] | None = None
+        self._producer: KafkaProducer | None = None
+
+    def stop(self) -> None:
+        """Finish the batch in flight, settle it, then return from `run` (signal-safe)."""
+        self._stop.set()
+
+    def connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = connect(self.config.dsn, autocommit=True)
+        return self._conn
+
+    def producer(self) -> KafkaProducer:
+        if self._producer is None:
+            try:
+                self._producer = KafkaProducer(
+                    bootstrap_servers=self.config.bootstrap_servers,
+                    acks="all",
+                    enable_idempotence=True,
+                    linger_ms=self.config.linger_ms,
+                    client_id=f"cdcbox-relay-{self.config.worker_id}",
+                )
+            except KafkaError as e:
+                raise ServiceUnavailable(
+                    f"Kafka at {self.config.bootstrap_servers} is unreachable: {e}"
+                ) from e
+        return self._producer
+
+    # --- the loop --------------------------------------------------------------------
+    def run(self, *, until_idle: bool = False) -> RelayStats:
+        """Relay until stopped (or, with `until_idle`, until a claim finds nothing)."""
+        if self.config.listen:
+            self._listen()
+        healthy = threading.Event()
+        healthy.set()
+        server = None
+        if self.config.metrics_port is not None:
+            server = serve(
+                self.metrics.registry, self.config.metrics_host, self.config.metrics_port, healthy
+            )
+        refreshed = 0.0
+        try:
+            while not self._stop.is_set():
+                if time.monotonic() - refreshed > 5.0:
+                    with contextlib.suppress(psycopg.Error):
+                        self.refresh_backlog()
+                    refreshed = time.monotonic()
+                try:
+                    claimed = self.run_once()
+                except (ServiceUnavailable, psycopg.OperationalError) as e:
+                    log.error("relay %s: %s; retrying", self.config.worker_id, e)
+                    self._stop.wait(self.config.poll_interval_s)
+                    continue
+                if claimed >= self.config.batch_size:
+                    continue  # more is waiting: no pause
+                if until_idle and claimed == 0:
+                    break
+                self._wait_for_events()
+        finally:
+            healthy.clear()
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+            self.close()
+        return self.stats
+
+    def run_once(self) -> int:
+        """Claim, publish and settle one batch; returns how many rows it claimed."""
+        started = time.perf_counter()
+        conn = self.connection()
+        rows = self.store.claim(
+            conn,
+            self.config.worker_id,
+            self.config.batch_size,
+            self.config.lease_s,
+            self.config.ordered,
+        )
+        if not rows:
+            return 0
+        try:
+            sent, failures, held = self._publish(rows)
+        except ServiceUnavailable as e:
+            # Kafka is down: the batch failed as a whole, and backs off like any failure.
+            sent, failures, held = [], {r.id: str(e) for r in rows}, []
+            self._producer = None
+        except BaseException:
+            self.store.release(conn, self.config.worker_id, [r.id for r in rows])
+            raise
+        self.stats.sent += self.store.mark_sent(conn, self.config.worker_id, sent)
+        if failures:
+            self._settle_failures(conn, rows, failures)
+        if held:
+            self.store.release(conn, self.config.worker_id, held)
+        self.stats.batches += 1
+        self.metrics.sent.inc(len(sent))
+        self.metrics.batch_seconds.observe(time.perf_counter() - started)
+        return len(rows)
+
+    def _publish(self, rows: list[OutboxRow]) -> tuple[list[int], dict[int, str], list[int]]:
+        """Send the batch, flush, and split it: acknowledged ids, failures, held back."""
+        producer = self.producer()
+        futures = []
+        failures: dict[int, str] = {}
+        for row in rows:
+            record = to_record(row)
+            try:
+                futures.append(
+                    (
+                        row,
+                        producer.send(
+                            record.topic,
+                            key=record.key,
+                            value=record.value,
+                            headers=record.headers,
+                            timestamp_ms=record.timestamp_ms,
+                        ),
+                    )
+                )
+            except KafkaError as e:
+                failures[row.id] = f"{type(e).__name__}: {e}"
+        producer.flush(timeout=self.config.send_timeout_s)
+        for row, future in futures:
+            try:
+                future.get(timeout=self.config.send_timeout_s)
+            except KafkaError as e:
+                failures[row.id] = f"{type(e).__name__}: {e}"
+        # An aggregate's rows after a failed one are released unsent, to go out after it.
+        failed_aggregates = {(r.aggregate_type, r.aggregate_id) for r in rows if r.id in failures}
+        held = [
+            r.id
+            for r in rows
+            if r.id not in failures and (r.aggregate_type, r.aggregate_id) in failed_aggregates
+        ]
+        sent = [r.id for r in rows if r.id not in failures and r.id not in held]
+        return sent, failures, held
+
+    def _settle_failures(
+        self, conn: psycopg.Connection[Any], rows: list[OutboxRow], failures: dict[int, str]
+    ) -> None:
+        by_id = {r.id: r for r in rows}
+        plan = [
+            (i, self.config.backoff.delay_s(by_id[i].retry_count + 1), error)
+            for i, error in failures.items()
+        ]
+        self.store.mark_failed(conn, self.config.worker_id, self.config.max_attempts, plan)
+        dead = sum(1 for i in failures if by_id[i].retry_count + 1 >= self.config.max_attempts)
+        self.stats.failed += len(failures)
+        self.stats.dead += dead
+        self.metrics.failed.inc(len(failures))
+        self.metrics.dead.inc(dead)
+        log.warning(
+            "relay %s: %d rows failed (%d dead): %s",
+            self.config.worker_id,
+            len(failures),
+            dead,
+            next(iter(failures.values())),
+        )
+
+    # --- waiting ---------------------------------------------------------------------
+    def _listen(self) -> None:
+        self._listener = connect(self.config.dsn, autocommit=True)
+        self._listener.execute(
+            sql.SQL("LISTEN {}").format(sql.Identifier(self.names.notify_channel))
+        )
+
+    def _wait_for_events(self) -> None:
+        """Block until a NOTIFY arrives or the poll interval passes (the fallback)."""
+        if self._listener is None:
+            self._stop.wait(self.config.poll_interval_s)
+            return
+        for _ in self._listener.notifies(timeout=self.config.poll_interval_s, stop_after=1):
+            break
+        # Drain the other notifications of the same burst without waiting.
+        for _ in self._listener.notifies(timeout=0):
+            pass
+
+    def refresh_backlog(self) -> dict[str, tuple[int, float]]:
+        backlog = self.store.backlog(self.connection())
+        for status in ("PENDING", "PROCESSING", "SENT", "RETRY", "DEAD"):
+            self.metrics.backlog.labels(status).set(backlog.get(status, (0, 0.0))[0])
+        self.metrics.oldest_pending_s.set(backlog.get("PENDING", (0, 0.0))[1])
+        return backlog
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close(timeout=10)
+            self._producer = None
+        for conn in (self._conn, self._listener):
+            if conn is not None:
+                conn.close()
+        self._conn = self._listener = None
