@@ -42,3 +42,23 @@ def ensure_topics(bootstrap_servers: str, topics: Iterable[str]) -> list[str]:
         except KafkaError as e:
             raise ServiceUnavailable(f"cannot create topics {sorted(wanted)}: {e}") from e
     return missing
+
+
+def topic_retention_ms(bootstrap_servers: str, prefix: str = "outbox.event.") -> int:
+    """The longest retention.ms of the outbox topics (what an inbox must outlive)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    with admin_client(bootstrap_servers) as admin:
+        topics = [t for t in admin.list_topics() if t.startswith(prefix) and not t.endswith(".dlq")]
+        if not topics:
+            return 7 * 24 * 3600 * 1000  # Kafka's default
+        result = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, t, ["retention.ms"]) for t in topics]
+        )
+    values = []
+    for response in result if isinstance(result, list) else [result]:
+        for resource in getattr(response, "resources", []):
+            for entry in resource[4]:
+                if entry[0] == "retention.ms" and entry[1] is not None:
+                    values.append(int(entry[1]))
+    return max(values) if values else 7 * 24 * 3600 * 1000

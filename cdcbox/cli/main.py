@@ -8,6 +8,7 @@ from cdcbox.cli.common import Settings
 from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
 from cdcbox.cli.consume import consume
 from cdcbox.cli.db import db
+from cdcbox.cli.operate import dlq, doctor, groups_group, inbox_group, offsets, parked, slot
 from cdcbox.cli.relay import outbox, relay
 from cdcbox.cli.stack import stack
 
@@ -39,7 +40,23 @@ def cli(
     )
 
 
-for command in (stack, db, apply_command, diff_command, connectors_group, consume, relay, outbox):
+for command in (
+    stack,
+    db,
+    apply_command,
+    diff_command,
+    connectors_group,
+    consume,
+    relay,
+    outbox,
+    offsets,
+    groups_group,
+    slot,
+    inbox_group,
+    dlq,
+    parked,
+    doctor,
+):
     cli.add_command(command)
 
 

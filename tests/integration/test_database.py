@@ -57,6 +57,7 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(stack: Endpoin
         "0003_debezium",
         "0004_parking",
         "polling/0001_relay_indexes",
+        "polling/0002_notify",
     ]
     with psycopg.connect(stack.dsn) as conn:
         assert migrate(conn, names=names, mode="polling") == []

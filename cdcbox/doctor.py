@@ -1,0 +1,231 @@
+"""Preflight checks: everything a deployment needs before the first event, each with the
+fix when it fails. Every check runs even if others fail; an unreachable service is a
+failed check, not a crash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import psycopg
+
+from cdcbox.connect import ConnectClient
+from cdcbox.connectors import ConnectorSpec
+from cdcbox.errors import CdcboxError
+from cdcbox.kafka_admin import admin_client
+from cdcbox.names import DbNames
+from cdcbox.slots import slot_status
+from cdcbox.stack.connect_worker import DEBEZIUM_POSTGRES_CLASS
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DoctorInputs:
+    conn: psycopg.Connection[Any] | None
+    connect: ConnectClient | None
+    bootstrap_servers: str | None
+    spec: ConnectorSpec
+    names: DbNames
+    expected_debezium: str
+    max_retained_bytes: int
+
+
+def _column_types(conn: psycopg.Connection[Any], names: DbNames) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name = %s",
+        (names.schema, names.outbox),
+    ).fetchall()
+    return {c: t for c, t in rows}
+
+
+def database_checks(
+    conn: psycopg.Connection[Any], spec: ConnectorSpec, names: DbNames, max_retained_bytes: int
+) -> list[Check]:
+    config = spec.config
+    checks = []
+    with conn.transaction():
+        wal_level = conn.execute("SHOW wal_level").fetchone()
+        checks.append(
+            Check(
+                "wal_level",
+                wal_level == ("logical",),
+                f"wal_level={wal_level[0] if wal_level else '?'}",
+                "set wal_level = logical in postgresql.conf and restart",
+            )
+        )
+        slots = conn.execute(
+            "SELECT current_setting('max_replication_slots')::int, count(*) "
+            "FROM pg_replication_slots"
+        ).fetchone()
+        assert slots is not None
+        free_slots = slots[0] - slots[1]
+        slot = config.get("slot.name", "")
+        slot_exists = any(s.name == slot for s in slot_status(conn))
+        checks.append(
+            Check(
+                "replication slots",
+                free_slots > 0 or slot_exists,
+                f"{slots[1]} of {slots[0]} used",
+                "raise max_replication_slots, or drop unused slots (`cdc-ctl slot drop NAME`)",
+            )
+        )
+        senders = conn.execute(
+            "SELECT current_setting('max_wal_senders')::int, count(*) FROM pg_stat_replication"
+        ).fetchone()
+        assert senders is not None
+        checks.append(
+            Check(
+                "wal senders",
+                senders[0] - senders[1] > 0,
+                f"{senders[1]} of {senders[0]} used",
+                "raise max_wal_senders",
+            )
+        )
+        role = config.get("database.user", names.debezium_role)
+        rights = conn.execute(
+            "SELECT r.rolreplication, r.rolcanlogin, has_table_privilege(r.rolname, %s, "
+            "'SELECT') FROM pg_roles r WHERE r.rolname = %s",
+            (f"{names.schema}.{names.outbox}", role),
+        ).fetchone()
+        checks.append(
+            Check(
+                "debezium role",
+                rights == (True, True, True),
+                f"{role}: "
+                + (
+                    "missing"
+                    if rights is None
+                    else f"replication={rights[0]} login={rights[1]} select={rights[2]}"
+                ),
+                "run `cdc-ctl db migrate` (it creates the role with LOGIN REPLICATION and "
+                "SELECT on the outbox)",
+            )
+        )
+        publication = config.get("publication.name", names.publication)
+        tables = [
+            f"{s}.{t}"
+            for s, t in conn.execute(
+                "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+                (publication,),
+            )
+        ]
+        wanted = config.get("table.include.list", names.outbox_qualified)
+        checks.append(
+            Check(
+                "publication",
+                tables == [wanted],
+                f"{publication} covers {tables or 'nothing'}",
+                f"the publication must cover exactly {wanted}: `cdc-ctl db migrate` creates it",
+            )
+        )
+        types = _column_types(conn, names)
+        mapped = {
+            k.rsplit(".", 1)[-1]: v
+            for k, v in config.items()
+            if k.startswith("transforms.") and ".table.field.event." in k
+        }
+        missing = sorted(c for c in mapped.values() if c not in types)
+        timestamp_col = mapped.get("timestamp")
+        ts_type = types.get(timestamp_col or "", "")
+        problems = [f"missing column {c}" for c in missing]
+        if timestamp_col and ts_type and ts_type != "timestamp without time zone":
+            problems.append(
+                f"{timestamp_col} is {ts_type}, the router needs timestamp (without time zone)"
+            )
+        checks.append(
+            Check(
+                "outbox columns",
+                not problems and bool(types),
+                "; ".join(problems) or f"{len(types)} columns match the spec",
+                "align the outbox table with the connector spec's table.field.event.* mapping",
+            )
+        )
+        retained = [s for s in slot_status(conn) if s.name == slot]
+        held = retained[0].retained_bytes if retained else 0
+        checks.append(
+            Check(
+                "slot retained WAL",
+                held <= max_retained_bytes,
+                f"{slot}: {held} bytes retained" if retained else f"{slot}: not created yet",
+                "the connector is not consuming: `cdc-ctl connectors status NAME`; "
+                "an abandoned slot: `cdc-ctl slot drop NAME`",
+            )
+        )
+    return checks
+
+
+def connect_checks(client: ConnectClient, expected: str) -> list[Check]:
+    plugins = client.plugins()
+    found = [p for p in plugins if p.get("class") == DEBEZIUM_POSTGRES_CLASS]
+    version = found[0].get("version", "?") if found else None
+    return [
+        Check(
+            "debezium plugin",
+            version == expected,
+            f"{DEBEZIUM_POSTGRES_CLASS} {version or 'not installed'} (expected {expected})",
+            "put the Debezium PostgreSQL connector of the pinned version on the worker's "
+            "plugin.path (`cdc-ctl stack up` does)",
+        )
+    ]
+
+
+def kafka_checks(bootstrap: str, topics: list[str]) -> list[Check]:
+    with admin_client(bootstrap) as admin:
+        existing = set(admin.list_topics())
+        described = admin.describe_topics([t for t in topics if t in existing]) if topics else []
+    partitions = {d["topic"]: len(d["partitions"]) for d in described}
+    return [
+        Check(
+            f"topic {t}",
+            t in existing,
+            f"{partitions[t]} partitions" if t in partitions else "missing",
+            "it is created with the first event (or by the first consumer); check "
+            "auto.create.topics.enable and num.partitions",
+        )
+        for t in topics
+    ]
+
+
+def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
+    checks: list[Check] = []
+
+    def guarded(name: str, fn: Callable[[], list[Check]], fix: str) -> None:
+        try:
+            checks.extend(fn())
+        except (CdcboxError, psycopg.Error) as e:
+            checks.append(Check(name, False, str(e).splitlines()[0], fix))
+
+    if inputs.conn is not None:
+        conn = inputs.conn
+        guarded(
+            "database",
+            lambda: database_checks(conn, inputs.spec, inputs.names, inputs.max_retained_bytes),
+            "check --dsn / CDCBOX_DSN",
+        )
+    if inputs.connect is not None:
+        client = inputs.connect
+        guarded(
+            "kafka connect",
+            lambda: connect_checks(client, inputs.expected_debezium),
+            "check --connect-url / CDCBOX_CONNECT_URL",
+        )
+    if inputs.bootstrap_servers:
+        bootstrap = inputs.bootstrap_servers
+        guarded(
+            "kafka",
+            lambda: kafka_checks(bootstrap, topics),
+            "check --bootstrap-servers / CDCBOX_BOOTSTRAP_SERVERS",
+        )
+    return checks

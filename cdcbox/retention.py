@@ -1,0 +1,154 @@
+"""Outbox and inbox statistics and retention, the seed's backlog metrics and cleanup.
+
+Purges delete in small batches (one short transaction each) so they never hold locks or
+bloat WAL for long. They never delete what is still needed: in CDC mode no outbox row the
+connector may not have read yet; in polling mode only SENT rows; in the inbox only rows
+older than the safety floor, past which no redelivery of the event can arrive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import psycopg
+from psycopg import sql
+
+from cdcbox.errors import UsageError
+from cdcbox.names import DbNames
+
+_DURATION = re.compile(r"(\d+)\s*([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'7d', '12h', '1w2d', '90m' → timedelta; anything else is a usage error."""
+    parts = _DURATION.findall(text.replace(" ", ""))
+    if not parts or "".join(a + b for a, b in parts) != text.replace(" ", ""):
+        raise UsageError(f"{text!r} is not a duration like 7d, 12h, 30m or 1w2d")
+    return sum((timedelta(**{_UNITS[u]: int(n)}) for n, u in parts), timedelta())
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    by_status: dict[str, int]
+    oldest_pending_age_s: float | None
+    dead: int
+
+
+def outbox_stats(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> OutboxStats:
+    with conn.transaction():
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT status, count(*), extract(epoch FROM (now() AT TIME ZONE 'UTC') - "
+                "min(created_at)) FROM {} GROUP BY status"
+            ).format(names.table("outbox"))
+        ).fetchall()
+    by_status = {s: int(n) for s, n, _ in rows}
+    pending_age = next((float(a) for s, _, a in rows if s == "PENDING"), None)
+    return OutboxStats(by_status, pending_age, by_status.get("DEAD", 0))
+
+
+def inbox_stats(
+    conn: psycopg.Connection[Any], names: DbNames = DbNames()
+) -> list[tuple[str, str, int, datetime]]:
+    with conn.transaction():
+        return conn.execute(
+            sql.SQL(
+                "SELECT consumer_name, status, count(*), min(received_at) FROM {} "
+                "GROUP BY 1, 2 ORDER BY 1, 2"
+            ).format(names.table("inbox"))
+        ).fetchall()
+
+
+def _purge(
+    conn: psycopg.Connection[Any],
+    count: sql.Composed,
+    delete: sql.Composed,
+    params: tuple[Any, ...],
+    batch: int,
+    progress: Callable[[int], None],
+) -> int:
+    with conn.transaction():
+        row = conn.execute(count, params).fetchone()
+    total = int(row[0]) if row else 0
+    deleted = 0
+    while deleted < total:
+        with conn.transaction():
+            n = conn.execute(delete, (*params, batch)).rowcount
+        if n == 0:
+            break
+        deleted += n
+        progress(n)
+    return deleted
+
+
+def purge_outbox(
+    conn: psycopg.Connection[Any],
+    cutoff: datetime,
+    mode: Literal["cdc", "polling"],
+    names: DbNames = DbNames(),
+    batch: int = 5000,
+    progress: Callable[[int], None] = lambda n: None,
+) -> int:
+    """Delete outbox rows created before `cutoff` (UTC, naive) that are done with.
+
+    In CDC mode the caller caps `cutoff` at the connector's confirmed position (see
+    `cdcbox.cli.retention`), because CDC rows stay PENDING forever.
+    """
+    table = names.table("outbox")
+    condition = (
+        sql.SQL("created_at < %s")
+        if mode == "cdc"
+        else sql.SQL("created_at < %s AND status = 'SENT'")
+    )
+    count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)
+    delete = sql.SQL(
+        "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {c} ORDER BY id LIMIT %s)"
+    ).format(t=table, c=condition)
+    return _purge(conn, count, delete, (cutoff,), batch, progress)
+
+
+@dataclass(frozen=True)
+class InboxFloor:
+    """The seed's formula: no redelivery can arrive after topic retention + the longest
+    retry window + the window people need to repair and replay by hand."""
+
+    topic_retention: timedelta
+    retry_window: timedelta
+    repair_window: timedelta
+
+    @property
+    def total(self) -> timedelta:
+        return self.topic_retention + self.retry_window + self.repair_window
+
+
+def purge_inbox(
+    conn: psycopg.Connection[Any],
+    older_than: timedelta,
+    floor: InboxFloor,
+    force: bool = False,
+    names: DbNames = DbNames(),
+    batch: int = 5000,
+    progress: Callable[[int], None] = lambda n: None,
+) -> int:
+    """Delete PROCESSED/SKIPPED inbox rows older than `older_than` (FAILED ones stay for
+    replay); refused below the safety floor unless forced."""
+    if older_than < floor.total and not force:
+        raise UsageError(
+            f"inbox retention {older_than} is shorter than the safety floor {floor.total} "
+            f"(topic retention {floor.topic_retention} + retry window {floor.retry_window} + "
+            f"repair window {floor.repair_window}): a redelivered event would be applied "
+            "again. Use a longer --older-than, or --force if you know better"
+        )
+    table = names.table("inbox")
+    condition = sql.SQL("received_at < now() - %s AND status IN ('PROCESSED', 'SKIPPED')")
+    count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)
+    delete = sql.SQL(
+        "DELETE FROM {t} WHERE (event_id, consumer_name) IN (SELECT event_id, consumer_name "
+        "FROM {t} WHERE {c} LIMIT %s)"
+    ).format(t=table, c=condition)
+    return _purge(conn, count, delete, (older_than,), batch, progress)
