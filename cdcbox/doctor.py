@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import psycopg
+from kafka.errors import KafkaError
 
 from cdcbox.connect import ConnectClient
 from cdcbox.connectors import ConnectorSpec
@@ -185,7 +186,7 @@ def kafka_checks(bootstrap: str, topics: list[str]) -> list[Check]:
     with admin_client(bootstrap) as admin:
         existing = set(admin.list_topics())
         described = admin.describe_topics([t for t in topics if t in existing]) if topics else []
-    partitions = {d["topic"]: len(d["partitions"]) for d in described}
+    partitions = {d["name"]: len(d["partitions"]) for d in described}
     return [
         Check(
             f"topic {t}",
@@ -204,7 +205,7 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
     def guarded(name: str, fn: Callable[[], list[Check]], fix: str) -> None:
         try:
             checks.extend(fn())
-        except (CdcboxError, psycopg.Error) as e:
+        except (CdcboxError, psycopg.Error, KafkaError) as e:
             checks.append(Check(name, False, str(e).splitlines()[0], fix))
 
     if inputs.conn is not None:

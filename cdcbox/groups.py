@@ -55,9 +55,7 @@ def _offsets_reader(bootstrap: str) -> Iterator[KafkaConsumer]:
 def list_groups(bootstrap: str) -> list[tuple[str, str]]:
     with admin_client(bootstrap) as admin:
         groups = admin.list_groups()
-        ids = sorted(g["group_id"] for g in groups)
-        described = admin.describe_groups(ids) if ids else {}
-    return [(g, str(described.get(g, {}).get("group_state", "?"))) for g in ids]
+    return sorted((g["group_id"], str(g.get("group_state", "?"))) for g in groups)
 
 
 def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:

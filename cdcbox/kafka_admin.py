@@ -44,21 +44,25 @@ def ensure_topics(bootstrap_servers: str, topics: Iterable[str]) -> list[str]:
     return missing
 
 
+KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
+
+
 def topic_retention_ms(bootstrap_servers: str, prefix: str = "outbox.event.") -> int:
-    """The longest retention.ms of the outbox topics (what an inbox must outlive)."""
+    """The longest retention.ms set on the outbox topics, else Kafka's default (7 days):
+    what an inbox must outlive. Pass --topic-retention when the broker default differs."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     with admin_client(bootstrap_servers) as admin:
         topics = [t for t in admin.list_topics() if t.startswith(prefix) and not t.endswith(".dlq")]
         if not topics:
-            return 7 * 24 * 3600 * 1000  # Kafka's default
+            return KAFKA_DEFAULT_RETENTION_MS
         result = admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, t, ["retention.ms"]) for t in topics]
+            [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
         )
-    values = []
-    for response in result if isinstance(result, list) else [result]:
-        for resource in getattr(response, "resources", []):
-            for entry in resource[4]:
-                if entry[0] == "retention.ms" and entry[1] is not None:
-                    values.append(int(entry[1]))
-    return max(values) if values else 7 * 24 * 3600 * 1000
+    values = [
+        int(entry["value"] if isinstance(entry, dict) else entry)
+        for configs in result.get("topic", {}).values()
+        for key, entry in configs.items()
+        if key == "retention.ms"
+    ]
+    return max(values, default=KAFKA_DEFAULT_RETENTION_MS)

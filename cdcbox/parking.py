@@ -22,6 +22,10 @@ class Parking:
             "SELECT consumer_name, aggregate_type, aggregate_id FROM {} "
             "WHERE consumer_name = ANY(%s)"
         ).format(table)
+        self._exists = sql.SQL(
+            "SELECT 1 FROM {} WHERE consumer_name = %s AND aggregate_type = %s "
+            "AND aggregate_id = %s"
+        ).format(table)
         self._park = sql.SQL(
             "INSERT INTO {} (consumer_name, aggregate_type, aggregate_id, event_id, reason) "
             "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
@@ -36,6 +40,9 @@ class Parking:
 
     def load(self, conn: psycopg.Connection[Any], consumers: list[str]) -> set[ParkedKey]:
         return {(r[0], r[1], r[2]) for r in conn.execute(self._select, (consumers,))}
+
+    def is_parked(self, conn: psycopg.Connection[Any], key: ParkedKey) -> bool:
+        return conn.execute(self._exists, key).fetchone() is not None
 
     def park(self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str) -> None:
         conn.execute(

@@ -126,6 +126,16 @@ class InboxFloor:
         return self.topic_retention + self.retry_window + self.repair_window
 
 
+def check_inbox_retention(older_than: timedelta, floor: InboxFloor, force: bool) -> None:
+    if older_than < floor.total and not force:
+        raise UsageError(
+            f"inbox retention {older_than} is shorter than the safety floor {floor.total} "
+            f"(topic retention {floor.topic_retention} + retry window {floor.retry_window} + "
+            f"repair window {floor.repair_window}): a redelivered event would be applied "
+            "again. Use a longer --older-than, or --force if you know better"
+        )
+
+
 def purge_inbox(
     conn: psycopg.Connection[Any],
     older_than: timedelta,
@@ -137,13 +147,7 @@ def purge_inbox(
 ) -> int:
     """Delete PROCESSED/SKIPPED inbox rows older than `older_than` (FAILED ones stay for
     replay); refused below the safety floor unless forced."""
-    if older_than < floor.total and not force:
-        raise UsageError(
-            f"inbox retention {older_than} is shorter than the safety floor {floor.total} "
-            f"(topic retention {floor.topic_retention} + retry window {floor.retry_window} + "
-            f"repair window {floor.repair_window}): a redelivered event would be applied "
-            "again. Use a longer --older-than, or --force if you know better"
-        )
+    check_inbox_retention(older_than, floor, force)
     table = names.table("inbox")
     condition = sql.SQL("received_at < now() - %s AND status IN ('PROCESSED', 'SKIPPED')")
     count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -20,6 +20,7 @@ from cdcbox.connectors import load_specs
 from cdcbox.db import connect
 from cdcbox.doctor import DoctorInputs, run_checks
 from cdcbox.errors import UsageError
+from cdcbox.migrate import RelayMode
 from cdcbox.names import DbNames
 from cdcbox.parking import Parking
 from cdcbox.resources import resource_dir
@@ -375,6 +376,7 @@ def inbox_purge(
     floor = retention.InboxFloor(
         topic_ret, retention.parse_duration(retry_window), retention.parse_duration(repair_window)
     )
+    retention.check_inbox_retention(retention.parse_duration(older_than), floor, force)
     with (
         _db(ctx) as conn,
         click.progressbar(

@@ -95,7 +95,7 @@ class RecordPipeline:
                 self.stats.count(Outcome.UNHANDLED, group)
             return None
         routed = _Routed(record, event, handler)
-        if self.config.park_aggregates and routed.parked_key in self.parked:
+        if self.config.park_aggregates and self._still_parked(connection, routed.parked_key):
             error = PoisonRecord(
                 f"aggregate {event.aggregate_type}/{event.aggregate_id} is "
                 "parked behind an earlier dead-lettered event"
@@ -104,6 +104,17 @@ class RecordPipeline:
             self.stats.count(Outcome.PARKED, handler.consumer_name)
             return None
         return routed
+
+    def _still_parked(self, connection: ConnectionSource, key: ParkedKey) -> bool:
+        """The in-memory set is a cache; an operator's release must count at once."""
+        if key not in self.parked:
+            return False
+        conn = connection()
+        with conn.transaction():
+            if self.stores.parking.is_parked(conn, key):
+                return True
+        self.parked.discard(key)
+        return False
 
     # --- per-record mode ---------------------------------------------------------------
     def process(self, connection: ConnectionSource, record: Any) -> None:

@@ -6,14 +6,19 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import yaml
 from psycopg.types.json import Jsonb
 
+from cdcbox.connect import ConnectClient
 from cdcbox.consumer import Consumer, ConsumerConfig, ConsumerStats, Event, Handler
+from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
+from tests.helpers import eventually, unique
 
 EFFECTS_DDL = """
 CREATE TABLE IF NOT EXISTS e2e_effect (
@@ -138,3 +143,51 @@ def count_effects(dsn: str, consumer: str) -> int:
         ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path, stack: Endpoints, connect_client: ConnectClient) -> Iterator[Any]:
+    """Write variants of the shipped spec as a separate connector with its own slot and
+    topics, so applying it never disturbs the connector the other tests use."""
+    created: list[tuple[str, str]] = []
+
+    def write(**overrides: Any) -> tuple[Path, str]:
+        spec = yaml.safe_load((resource_dir("connectors") / "outbox-postgres.yaml").read_text())
+        name = unique("test-connector")
+        slot = name.replace("-", "_")
+        spec["name"] = name
+        spec["config"].update(
+            {
+                "slot.name": slot,
+                "transforms.outbox.route.topic.replacement": f"{name}.${{routedByValue}}",
+                "topic.prefix": name,
+            }
+        )
+        for key, value in overrides.items():
+            if value is None:
+                spec["config"].pop(key, None)
+            else:
+                spec["config"][key] = value
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        created.append((name, slot))
+        return path, name
+
+    yield write
+    for name, slot in created:
+        if connect_client.config(name) is not None:
+            connect_client.delete(name)
+        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+
+            def slot_released(slot: str = slot) -> bool:
+                row = conn.execute(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+                ).fetchone()
+                return row is None or not row[0]
+
+            eventually(slot_released, timeout=60, what=f"slot {slot} released")
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (slot,),
+            )

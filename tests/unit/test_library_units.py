@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cdcbox.consumer import Handler, RetryPolicy
+from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.runner import dispatch_table
-from cdcbox.errors import ConfigError, SchemaError
+from cdcbox.errors import ConfigError, SchemaError, UsageError
 from cdcbox.ids import uuid7
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, _row
 from cdcbox.resources import resource_dir
+from cdcbox.retention import InboxFloor, check_inbox_retention, parse_duration
 from cdcbox.stack.config import StackVersions
 from cdcbox.stack.endpoints import Endpoints
 
@@ -127,3 +130,49 @@ def test_endpoints_export_shell_lines_and_round_trip_through_the_environment() -
     assert Endpoints.from_env(env) == endpoints
     with pytest.raises(ConfigError, match="CDCBOX_CONNECT_URL"):
         Endpoints.from_env({k: v for k, v in env.items() if k != "CDCBOX_CONNECT_URL"})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("7d", timedelta(days=7)),
+        ("12h", timedelta(hours=12)),
+        ("90m", timedelta(minutes=90)),
+        ("1w2d", timedelta(days=9)),
+        ("0s", timedelta(0)),
+    ],
+)
+def test_durations_parse(text: str, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "7", "7 days", "d7", "1x"])
+def test_bad_durations_are_usage_errors(text: str) -> None:
+    with pytest.raises(UsageError, match="not a duration"):
+        parse_duration(text)
+
+
+def test_inbox_floor_is_the_seeds_sum_and_refuses_shorter_retention() -> None:
+    floor = InboxFloor(timedelta(days=7), timedelta(hours=1), timedelta(days=3))
+    assert floor.total == timedelta(days=10, hours=1)
+    with pytest.raises(UsageError, match="safety floor"):
+        check_inbox_retention(timedelta(days=10), floor, force=False)
+    check_inbox_retention(timedelta(days=10), floor, force=True)
+    check_inbox_retention(timedelta(days=11), floor, force=False)
+
+
+def test_circuit_breaker_opens_on_many_aggregates_not_on_one() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(BreakerPolicy(failing_aggregates=3, window_s=10), clock=lambda: now[0])
+    for _ in range(10):
+        assert not breaker.record_failure("poison")  # one aggregate: a poison message
+    assert not breaker.open
+    assert not breaker.record_failure("b")
+    assert breaker.record_failure("c")  # the third distinct aggregate opens it
+    assert breaker.open
+    assert breaker.record_success()
+    assert not breaker.open
+    breaker.record_failure("a")
+    breaker.record_failure("b")
+    now[0] = 11.0  # outside the window: old failures no longer count
+    assert not breaker.record_failure("c")

@@ -1,0 +1,249 @@
+"""`cdc-ctl` operator commands against the real stack, including their refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from cdcbox import wire
+from cdcbox.cli.main import cli
+from cdcbox.connect import ConnectClient
+from cdcbox.consumer import Outcome, RetryPolicy
+from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.resources import resource_dir
+from cdcbox.stack.endpoints import Endpoints
+from tests.e2e.conftest import count_effects, effects, recording_handler
+from tests.helpers import eventually, unique
+
+pytestmark = pytest.mark.e2e
+OUTBOX = Outbox()
+
+
+def ctl(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), input=input)
+
+
+def state(client: ConnectClient, name: str) -> str:
+    status = client.status(name)
+    return status["connector"]["state"] if status else "ABSENT"
+
+
+def slot_active(dsn: str, slot: str) -> bool | None:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+        ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def test_connector_lifecycle_offsets_and_slot_drop(
+    spec_file: Any, connect_client: ConnectClient, stack: Endpoints
+) -> None:
+    path, name = spec_file()
+    slot = name.replace("-", "_")
+    assert ctl("apply", str(path)).exit_code == 0
+    eventually(lambda: slot_active(stack.dsn, slot), what="the slot in use")
+
+    refused = ctl("slot", "drop", slot, "--yes")
+    assert refused.exit_code == 2
+    assert "is active" in refused.output
+    assert slot_active(stack.dsn, slot) is True
+
+    assert ctl("connectors", "pause", name).exit_code == 0
+    eventually(lambda: state(connect_client, name) == "PAUSED", what="PAUSED")
+    assert ctl("connectors", "resume", name).exit_code == 0
+    eventually(lambda: state(connect_client, name) == "RUNNING", what="RUNNING again")
+    listed = json.loads(ctl("connectors", "list", "--json").output)
+    assert {"name": name, "state": "RUNNING", "tasks": "RUNNING"} in listed
+
+    shown = json.loads(ctl("offsets", "show", name).output)
+    assert shown["offsets"] == [] or shown["offsets"][0]["partition"] == {"server": name}
+    lsn = int(eventually(lambda: _current_lsn(stack.dsn)))
+    changed = ctl("offsets", "set", name, "--lsn", str(lsn), "--yes")
+    assert changed.exit_code == 0, changed.output
+    after = json.loads(changed.output.split("after:", 1)[1])
+    assert after["offsets"][0]["offset"]["lsn"] == lsn
+    eventually(lambda: state(connect_client, name) == "RUNNING", what="resumed after set")
+
+    assert ctl("connectors", "stop", name).exit_code == 0
+    eventually(lambda: state(connect_client, name) == "STOPPED", what="STOPPED")
+    eventually(lambda: slot_active(stack.dsn, slot) is False, what="the slot released")
+    dropped = ctl("slot", "drop", slot, "--yes")
+    assert dropped.exit_code == 0, dropped.output
+    assert slot_active(stack.dsn, slot) is None
+    assert ctl("connectors", "delete", name).exit_code == 0
+    assert connect_client.config(name) is None
+
+
+def _current_lsn(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_slot_status_reports_retained_wal_and_fails_over_threshold() -> None:
+    ok = ctl("slot", "status", "--json")
+    assert ok.exit_code == 0
+    slots = {s["name"]: s for s in json.loads(ok.output)}
+    assert slots["cdcbox_outbox"]["plugin"] == "pgoutput"
+    assert slots["cdcbox_outbox"]["active"] is True
+    over = ctl("slot", "status", "--warn-bytes", "0")
+    assert over.exit_code == 1
+    assert "warning: slot cdcbox_outbox retains" in over.output
+
+
+def test_group_lag_and_reset_refused_while_active(stack: Endpoints, run_consumer: Any) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        OUTBOX.append_many(
+            conn, [NewEvent(aggregate_type, f"a{i}", "Created", {"i": i}) for i in range(6)]
+        )
+    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    topic = wire.topic_for(aggregate_type)
+    with run_consumer([handler], group=consumer) as running:
+        eventually(lambda: running.stats[Outcome.PROCESSED] == 6, what="6 processed")
+
+        def caught_up() -> bool:
+            rows = json.loads(ctl("groups", "lag", consumer, "--json").output)
+            return sum(r["committed"] for r in rows) == 6 and all(r["lag"] == 0 for r in rows)
+
+        eventually(caught_up, what="lag 0 with 6 committed")
+        refused = ctl("groups", "reset", consumer, "--to", "earliest")
+        assert refused.exit_code == 2
+        assert "active member" in refused.output
+        dry = ctl("groups", "reset", consumer, "--to", "earliest", "--dry-run", "--json")
+        assert dry.exit_code == 0
+        assert {s["target"] for s in json.loads(dry.output)} == {0}
+    lag = json.loads(ctl("groups", "lag", consumer, "--json").output)
+    assert sum(r["committed"] for r in lag) == 6  # the dry run changed nothing
+    groups_listed = dict(
+        tuple(g.values()) for g in json.loads(ctl("groups", "list", "--json").output)
+    )
+    assert consumer in groups_listed
+
+    reset = ctl("groups", "reset", consumer, "--to", "earliest", "--topic", topic)
+    assert reset.exit_code == 0, reset.output
+    lag = json.loads(ctl("groups", "lag", consumer, "--json").output)
+    assert sum(r["lag"] for r in lag) == 6
+    with run_consumer([handler], group=consumer) as again:
+        eventually(lambda: again.stats[Outcome.DUPLICATE] == 6, what="6 duplicates after reset")
+    assert count_effects(stack.dsn, consumer) == 6
+    bad = ctl("groups", "reset", consumer, "--to", "yesterday")
+    assert bad.exit_code == 2
+    assert "expected earliest, latest" in bad.output
+
+
+def test_outbox_and_inbox_retention_keep_what_is_still_needed(
+    spec_file: Any, connect_client: ConnectClient, stack: Endpoints
+) -> None:
+    stats = json.loads(ctl("outbox", "stats", "--json").output)
+    assert "PENDING" in stats["by_status"]
+    # A connector that has read nothing cannot vouch for any row: CDC purge refuses.
+    path, name = spec_file()
+    assert ctl("apply", str(path)).exit_code == 0
+    refused = ctl("outbox", "purge", "--older-than", "0s", "--connector", name)
+    assert refused.exit_code == 2
+    assert "no committed offsets" in refused.output
+    # Once it has read (and committed an offset for) one row, then stopped, a row written
+    # after that is unread by it: the purge takes the first and must keep the second.
+    read_by_it, unread = unique("read"), unique("unread")
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        OUTBOX.append(conn, NewEvent("order", read_by_it, "Created", {}))
+    eventually(lambda: connect_client.offsets(name).get("offsets"), what="an offset committed")
+    assert ctl("connectors", "stop", name).exit_code == 0
+    eventually(lambda: state(connect_client, name) == "STOPPED", what="STOPPED")
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        OUTBOX.append(conn, NewEvent("order", unread, "Created", {}))
+    purged = ctl("outbox", "purge", "--older-than", "0s", "--connector", name)
+    assert purged.exit_code == 0, purged.output
+    assert f"connector {name} has read up to" in purged.output
+    with psycopg.connect(stack.dsn) as conn:
+        left = dict(
+            conn.execute(
+                "SELECT aggregate_id, count(*) FROM outbox_event WHERE aggregate_id IN (%s, %s) "
+                "GROUP BY 1",
+                (read_by_it, unread),
+            ).fetchall()
+        )
+    assert left == {unread: 1}
+
+    short = ctl("inbox", "purge", "--older-than", "1d")
+    assert short.exit_code == 2
+    assert "shorter than the safety floor" in short.output
+    kept = ctl("inbox", "purge", "--older-than", "30d")
+    assert kept.exit_code == 0
+    assert "deleted 0 inbox rows" in kept.output
+    assert json.loads(ctl("inbox", "stats", "--json").output)
+
+
+def test_dead_letters_listed_shown_and_replayed_into_an_exact_effect(
+    stack: Endpoints, run_consumer: Any
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        ids = OUTBOX.append_many(
+            conn,
+            [
+                NewEvent(aggregate_type, "x", "Created", {"v": 1}, aggregate_version=1),
+                NewEvent(aggregate_type, "x", "Created", {"v": 2}, aggregate_version=2),
+            ],
+        )
+    outage = {"on": True}
+    handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
+    retry = RetryPolicy(max_attempts=2, initial_delay_s=0.01, max_delay_s=0.02)
+    topic = wire.topic_for(aggregate_type) + ".dlq"
+    with run_consumer([handler], group=consumer, retry=retry) as running:
+        eventually(lambda: running.stats[Outcome.PARKED] == 1, what="v2 parked behind v1")
+        listed = ctl("dlq", "list", topic, "--json")
+        assert listed.exit_code == 0
+        assert [d["event_id"] for d in json.loads(listed.output)] == [str(i) for i in ids]
+        shown = json.loads(ctl("dlq", "show", topic, "--event-id", str(ids[0])).output)
+        assert shown["error"] == "RuntimeError"
+        assert shown["headers"]["cdcbox.consumer"] == consumer
+        parked = json.loads(ctl("parked", "list", "--json").output)
+        assert any(p["consumer"] == consumer and p["aggregate_id"] == "x" for p in parked)
+
+        outage["on"] = False
+        replayed = ctl("dlq", "replay", topic, "--all")
+        assert replayed.exit_code == 0, replayed.output
+        assert "replayed 2 dead letter(s)" in replayed.output
+        eventually(lambda: count_effects(stack.dsn, consumer) == 2, what="both applied")
+    with psycopg.connect(stack.dsn) as conn:
+        assert [r[2] for r in effects(conn, consumer)] == [1, 2]
+    assert not any(
+        p["consumer"] == consumer for p in json.loads(ctl("parked", "list", "--json").output)
+    )
+    nothing = ctl("dlq", "replay", topic)
+    assert nothing.exit_code == 2
+
+
+def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(tmp_path: Path) -> None:
+    ok = ctl("doctor", "--json", "--topic", "outbox.event.order")
+    checks = {c["name"]: c for c in json.loads(ok.output)}
+    assert ok.exit_code == 0, ok.output
+    assert all(c["ok"] for c in checks.values())
+    assert {
+        "wal_level",
+        "debezium role",
+        "publication",
+        "outbox columns",
+        "debezium plugin",
+        "slot retained WAL",
+        "topic outbox.event.order",
+    } <= set(checks)
+
+    spec = yaml.safe_load((resource_dir("connectors") / "outbox-postgres.yaml").read_text())
+    spec["config"]["transforms.outbox.table.field.event.timestamp"] = "sent_at"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(spec))
+    failed = ctl("doctor", str(bad), "--topic", "outbox.event.no-such-topic")
+    assert failed.exit_code == 1
+    assert "sent_at is timestamp with time zone" in failed.output
+    assert "missing" in failed.output
