@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from cdcbox.avro import Catalogue
 from cdcbox.errors import SchemaError, UsageError
 from cdcbox.ids import uuid7
 from cdcbox.names import DbNames
@@ -64,7 +65,7 @@ def encode_json(payload: Any, what: str) -> bytes:
         raise SchemaError(f"{what}: payload is not JSON-serialisable: {e}") from e
 
 
-def _row(event: NewEvent) -> tuple[Any, ...]:
+def _row(event: NewEvent, schemas: Catalogue | None = None) -> tuple[Any, ...]:
     what = f"event {event.event_type!r} of {event.aggregate_type}/{event.aggregate_id}"
     for field_name in ("aggregate_type", "aggregate_id", "event_type"):
         value = getattr(event, field_name)
@@ -79,7 +80,13 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
         not isinstance(event.aggregate_version, int) or event.aggregate_version < 0
     ):
         raise SchemaError(f"{what}: aggregate_version must be a non-negative integer")
-    if isinstance(event.payload, bytes | bytearray | memoryview):
+    content_type = event.content_type
+    encoded = None
+    if schemas is not None and not isinstance(event.payload, bytes | bytearray | memoryview):
+        encoded = schemas.encode(event.event_type, event.payload)  # validates, raises first
+    if encoded is not None:
+        payload, content_type = encoded
+    elif isinstance(event.payload, bytes | bytearray | memoryview):
         payload = bytes(event.payload)
     elif event.content_type == CONTENT_TYPE_JSON:
         payload = encode_json(event.payload, what)
@@ -92,7 +99,7 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
         event.aggregate_version or 0,
         event.event_type,
         payload,
-        event.content_type,
+        content_type,
         event.trace_id or "",
     )
 
@@ -100,8 +107,10 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
 class Outbox:
     """Appends events to one outbox table; construct once, share freely (holds no connection)."""
 
-    def __init__(self, names: DbNames = DbNames()) -> None:
+    def __init__(self, names: DbNames = DbNames(), schemas: Catalogue | None = None) -> None:
+        """`schemas`: event types it declares are validated, and Avro ones encoded."""
         self.names = names
+        self.schemas = schemas
         # created_at (the router's record timestamp) and occurred_at (the ISO-8601 header)
         # come from one clock reading, so both relays report the same instant.
         template = sql.SQL(
@@ -129,7 +138,7 @@ class Outbox:
 
     def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
         """Append one event in the open transaction of `conn`; returns its event id."""
-        row = _row(event)
+        row = _row(event, self.schemas)
         _require_transaction(conn)
         conn.execute(self._insert_one, row)
         return row[0]  # type: ignore[no-any-return]
@@ -138,7 +147,7 @@ class Outbox:
         self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]
     ) -> list[uuid.UUID]:
         """Append many events with one statement (one round trip, whatever the count)."""
-        rows = [_row(e) for e in events]
+        rows = [_row(e, self.schemas) for e in events]
         if not rows:
             return []
         _require_transaction(conn)

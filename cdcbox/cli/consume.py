@@ -5,12 +5,15 @@ from __future__ import annotations
 import importlib
 import logging
 import signal
+from pathlib import Path
 from types import FrameType
 from typing import cast
 
 import click
 
+from cdcbox.avro import Catalogue
 from cdcbox.cli.common import handle_errors, settings
+from cdcbox.cli.schemas import default_schemas_dir
 from cdcbox.consumer import Consumer, ConsumerConfig, Handler, RetryPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
 from cdcbox.errors import ConfigError
@@ -90,6 +93,14 @@ def load_handler(target: str) -> Handler:
     help="Dead-letter an aggregate's later events behind a dead-lettered one.",
 )
 @click.option(
+    "--schemas",
+    "schemas_dir",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    envvar="CDCBOX_SCHEMAS",
+    help="Avro event catalogue for decoding Avro payloads [the shipped schemas/avro].",
+)
+@click.option(
     "--max-poll-records",
     type=int,
     default=ConsumerConfig.max_poll_records,
@@ -118,6 +129,7 @@ def consume(
     dlq_suffix: str,
     batch: bool,
     park: bool,
+    schemas_dir: Path | None,
     max_poll_records: int,
     metrics_port: int | None,
 ) -> None:
@@ -139,6 +151,7 @@ def consume(
         park_aggregates=park,
         metrics_port=metrics_port,
         max_poll_records=max_poll_records,
+        schemas=Catalogue.load(schemas_dir or default_schemas_dir()),
     )
     consumer = Consumer(instances, config)
 

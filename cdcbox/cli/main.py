@@ -10,6 +10,7 @@ from cdcbox.cli.consume import consume
 from cdcbox.cli.db import db
 from cdcbox.cli.operate import dlq, doctor, groups_group, inbox_group, offsets, parked, slot
 from cdcbox.cli.relay import outbox, relay
+from cdcbox.cli.schemas import schemas
 from cdcbox.cli.stack import stack
 
 
@@ -56,6 +57,7 @@ for command in (
     dlq,
     parked,
     doctor,
+    schemas,
 ):
     cli.add_command(command)
 

@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import BreakerPolicy
 
 Unhandled = Literal["skip", "dead-letter"]
@@ -46,6 +47,8 @@ class ConsumerConfig:
     # Serve /metrics and /healthz on this port (None: no HTTP endpoint).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # The Avro schema catalogue (schemas/avro) for decoding Avro payloads.
+    schemas: Catalogue | None = None
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     # Latency: the broker answers a fetch as soon as data arrives or after this wait.
     fetch_max_wait_ms: int = 50

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,7 +50,13 @@ def _text(headers: dict[str, bytes | None], name: str, required: bool) -> str | 
         raise PoisonRecord(f"header {name!r} is not UTF-8") from e
 
 
-def decode_payload(content_type: str, value: bytes) -> Any:
+PayloadDecoder = Callable[[str, str, bytes], Any]  # (content type, event type, value)
+
+
+def decode_payload(content_type: str, event_type: str, value: bytes) -> Any:
+    """JSON becomes Python data; anything else stays bytes (see `cdcbox.avro` for Avro)."""
+    if content_type == wire.CONTENT_TYPE_AVRO:
+        raise PoisonRecord("Avro payload, but this consumer has no schema catalogue")
     if content_type == wire.CONTENT_TYPE_JSON:
         try:
             return json.loads(value)
@@ -58,7 +65,7 @@ def decode_payload(content_type: str, value: bytes) -> Any:
     return value
 
 
-def decode(record: Any) -> Event:
+def decode(record: Any, payload_decoder: PayloadDecoder = decode_payload) -> Event:
     """Turn a kafka-python ConsumerRecord into an Event, or raise PoisonRecord."""
     headers = headers_of(record)
     raw_id = _text(headers, wire.HEADER_EVENT_ID, required=True)
@@ -94,7 +101,7 @@ def decode(record: Any) -> Event:
         occurred_at=occurred_at,
         trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False) or None,
         content_type=content_type,
-        payload=decode_payload(content_type, value),
+        payload=payload_decoder(content_type, event_type or "", value),
         value=value,
         topic=record.topic,
         partition=record.partition,

@@ -25,6 +25,8 @@ class Handler:
     event_types: ClassVar[frozenset[str] | set[str] | tuple[str, ...]]
     aggregate_types: ClassVar[tuple[str, ...]] = ()
     topics: ClassVar[tuple[str, ...]] = ()
+    # Avro events are decoded into this catalogue version's schema (None: the newest).
+    schema_version: ClassVar[int | None] = None
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         raise NotImplementedError

@@ -18,10 +18,11 @@ from typing import Any
 
 import psycopg
 
+from cdcbox import wire
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.dead_letter import DeadLetters
-from cdcbox.consumer.event import Event, decode
+from cdcbox.consumer.event import Event, PayloadDecoder, decode, decode_payload
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.signals import HandlerSignal, RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
@@ -74,13 +75,28 @@ class RecordPipeline:
         self.breaker = breaker
         self.sleep = sleep
         self.parked: set[ParkedKey] = set()
+        self._decode_payload = self._payload_decoder()
+
+    def _payload_decoder(self) -> PayloadDecoder:
+        catalogue = self.config.schemas
+        if catalogue is None:
+            return decode_payload
+
+        def decode_with_catalogue(content_type: str, event_type: str, value: bytes) -> Any:
+            if content_type != wire.CONTENT_TYPE_AVRO:
+                return decode_payload(content_type, event_type, value)
+            handler = self.handlers.get(event_type)
+            version = handler.schema_version if handler is not None else None
+            return catalogue.decode(value, catalogue.reader_schema(event_type, version))
+
+        return decode_with_catalogue
 
     # --- routing (both modes) ----------------------------------------------------------
     def _route(self, connection: ConnectionSource, record: Any) -> _Routed | None:
         """Decode and find the handler; records that end here are counted here."""
         group = self.config.group_id
         try:
-            event = decode(record)
+            event = decode(record, self._decode_payload)
         except PoisonRecord as e:
             self._dead_letter(connection, record, None, None, e, attempts=0)
             self.stats.count(Outcome.DEAD_LETTERED, group)

@@ -40,6 +40,8 @@ class RelayConfig:
     ordered: bool = True
     listen: bool = True
     send_timeout_s: float = 30.0
+    # How long to try reaching a broker before counting the batch as failed.
+    bootstrap_timeout_ms: int = 10_000
     linger_ms: int = 5
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

@@ -89,6 +89,7 @@ class RelayWorker:
                     acks="all",
                     enable_idempotence=True,
                     linger_ms=self.config.linger_ms,
+                    bootstrap_timeout_ms=self.config.bootstrap_timeout_ms,
                     client_id=f"cdcbox-relay-{self.config.worker_id}",
                 )
             except KafkaError as e:

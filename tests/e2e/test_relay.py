@@ -262,7 +262,11 @@ def test_kafka_unavailable_backs_off_then_drains(stack: Endpoints, names: DbName
     # A broker address where nothing listens: Kafka is down for this worker.
     down = RelayWorker(
         RelayConfig(
-            dsn=stack.dsn, bootstrap_servers="127.0.0.1:1", worker_id="no-kafka", listen=False
+            dsn=stack.dsn,
+            bootstrap_servers="127.0.0.1:1",
+            worker_id="no-kafka",
+            bootstrap_timeout_ms=1000,
+            listen=False,
         ),
         names=names,
     )
