@@ -17,8 +17,10 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from cdcbox import wire
+from cdcbox.avro import Catalogue
 from cdcbox.consumer import Consumer, ConsumerConfig, Handler, Outcome
 from cdcbox.outbox import Outbox
+from cdcbox.resources import resource_dir
 from consumer.inventory import InventoryHandler
 from consumer.marketing import CouponHandler
 from consumer.notifications import NotificationHandler
@@ -36,8 +38,8 @@ SERVICES: list[type[Handler]] = [
 TOPIC = wire.topic_for("order")
 
 
-def write_orders(dsn: str, run: str, count: int, writers: int) -> None:
-    outbox = Outbox()
+def write_orders(dsn: str, run: str, count: int, writers: int, schemas: Catalogue) -> None:
+    outbox = Outbox(schemas=schemas)  # OrderCreated is Avro-encoded (schemas/avro/events.yaml)
 
     def writer(index: int) -> None:
         rng = random.Random(index)
@@ -103,6 +105,7 @@ def main() -> None:
     args = parser.parse_args()
     dsn, bootstrap = os.environ["CDCBOX_DSN"], os.environ["CDCBOX_BOOTSTRAP_SERVERS"]
     run = f"demo-{uuid.uuid4().hex[:8]}"
+    schemas = Catalogue.load(resource_dir("schemas") / "avro")
     with psycopg.connect(dsn) as conn:
         create_schema(conn)
     starts = end_offsets(bootstrap)
@@ -110,7 +113,13 @@ def main() -> None:
     consumers = {
         cls.consumer_name: Consumer(
             [cls()],
-            ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=cls.consumer_name),
+            ConsumerConfig(
+                bootstrap_servers=bootstrap,
+                dsn=dsn,
+                group_id=cls.consumer_name,
+                schemas=schemas,
+                batch_mode=True,
+            ),
         )
         for cls in SERVICES
     }
@@ -118,7 +127,7 @@ def main() -> None:
     for t in threads:
         t.start()
     began = time.monotonic()
-    write_orders(dsn, run, args.orders, args.writers)
+    write_orders(dsn, run, args.orders, args.writers, schemas)
     wrote_s = time.monotonic() - began
 
     def all_delivered() -> bool:
@@ -143,7 +152,7 @@ def main() -> None:
     rewind(bootstrap, inventory, starts or {TopicPartition(TOPIC, p): 0 for p in range(3)})
     replay = Consumer(
         [InventoryHandler()],
-        ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=inventory),
+        ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=inventory, schemas=schemas),
     )
     run_until(replay, lambda: replay.stats[Outcome.DUPLICATE] >= args.orders, args.timeout)
 
@@ -153,7 +162,10 @@ def main() -> None:
             (run + "-%",),
         ).fetchone()
     stats = consumers[inventory].stats
-    print(f"run {run}: {args.orders} orders written by {args.writers} writers in {wrote_s:.1f}s")
+    print(
+        f"run {run}: {args.orders} orders (OrderCreated as Avro) written by {args.writers} "
+        f"writers in {wrote_s:.1f}s"
+    )
     for name, c in consumers.items():
         print(
             f"  {name:<20} processed={c.stats[Outcome.PROCESSED]:<6} "
