@@ -15,3 +15,23 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     except psycopg.OperationalError as e:
         host = dsn.split("@")[-1].split("?")[0]
         raise ServiceUnavailable(f"PostgreSQL at {host} is unreachable: {e}".strip()) from e
+
+
+class Reconnecting:
+    """One autocommit connection, reopened after it broke. Autocommit because every
+    transaction of the consumer and the relay is an explicit `conn.transaction()` block;
+    a long-running process must survive a database restart without being restarted."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def __call__(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = connect(self.dsn, autocommit=True)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

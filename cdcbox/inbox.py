@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
-from cdcbox.consumer.event import Event
+if TYPE_CHECKING:
+    from cdcbox.consumer.event import Event
+
 from cdcbox.names import DbNames
 
 
@@ -58,12 +60,11 @@ class Inbox:
         self._claim_many = sql.SQL(
             "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
             "aggregate_id, aggregate_version, status, source_topic, source_partition, "
-            "source_offset) SELECT e.*, 'RECEIVED', s.* FROM unnest(%s::uuid[], %s::text[], "
-            "%s::text[], %s::text[], %s::text[], %s::bigint[]) WITH ORDINALITY AS "
-            "e(event_id, consumer_name, event_type, aggregate_type, aggregate_id, "
-            "aggregate_version, n) "
-            "JOIN unnest(%s::text[], %s::int[], %s::bigint[]) WITH ORDINALITY AS "
-            "s(t, p, o, n) USING (n) "
+            "source_offset) SELECT e.event_id, e.consumer_name, e.event_type, "
+            "e.aggregate_type, e.aggregate_id, e.aggregate_version, 'RECEIVED', e.t, e.p, e.o "
+            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            "%s::bigint[], %s::text[], %s::int[], %s::bigint[]) AS e(event_id, consumer_name, "
+            "event_type, aggregate_type, aggregate_id, aggregate_version, t, p, o) "
             "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'RECEIVED', "
             "retry_count = i.retry_count + 1, error_message = NULL "
             "WHERE i.status IN ('FAILED', 'RECEIVED') RETURNING event_id, consumer_name"

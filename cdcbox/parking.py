@@ -4,12 +4,14 @@ operator releases the aggregate (and replays the dead letters, in order)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
-from cdcbox.consumer.event import Event
+if TYPE_CHECKING:
+    from cdcbox.consumer.event import Event
+
 from cdcbox.names import DbNames
 
 ParkedKey = tuple[str, str, str]  # consumer_name, aggregate_type, aggregate_id

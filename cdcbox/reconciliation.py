@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
-from cdcbox.consumer.event import Event
+if TYPE_CHECKING:
+    from cdcbox.consumer.event import Event
+
 from cdcbox.names import DbNames
 
 

@@ -3,9 +3,10 @@
 Every record ends with exactly one `Outcome`. Per-record mode runs one transaction per
 record with no savepoint: the inbox row is claimed as PROCESSED, the guard advances the
 version, the handler writes, COMMIT. Batch mode (`process_batch`) claims a whole poll
-batch with one statement, applies each record under a savepoint and commits once; a
-record that fails there is deferred, with its aggregate's later records, to the
-per-record path (retries, dead letter) after the commit, so per-aggregate order holds.
+batch with one statement, applies the records and commits once; only when a record fails
+is the batch redone with a savepoint per record, and the failing record is deferred, with
+its aggregate's later records, to the per-record path (retries, dead letter) after the
+commit, so per-aggregate order holds.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class _Routed:
     @property
     def parked_key(self) -> ParkedKey:
         return (self.handler.consumer_name, self.event.aggregate_type, self.event.aggregate_id)
+
+
+class _NeedsSavepoints(Exception):
+    """A record failed on the batch's fast path; the batch is redone with savepoints."""
 
 
 class RecordPipeline:
@@ -226,7 +231,8 @@ class RecordPipeline:
 
     # --- batch mode --------------------------------------------------------------------
     def process_batch(self, connection: ConnectionSource, records: list[Any]) -> None:
-        """One claim statement, a savepoint per record, one COMMIT for the batch."""
+        """One claim statement, the handlers, one COMMIT for the batch (a savepoint per
+        record only when a record fails)."""
         routed = [r for r in (self._route(connection, rec) for rec in records) if r is not None]
         seen: set[tuple[Any, str]] = set()
         unique: list[_Routed] = []
@@ -237,46 +243,23 @@ class RecordPipeline:
             else:
                 seen.add(key)
                 unique.append(r)
-        deferred: list[_Routed] = []
-        blocked: set[ParkedKey] = set()
-        applied: list[tuple[_Routed, Outcome]] = []
         conn = connection()
         started = time.perf_counter()
         try:
-            with conn.transaction():
-                claimed = self.stores.inbox.claim_many(
-                    conn, [(r.event, r.handler.consumer_name) for r in unique]
-                )
-                for r in unique:
-                    if (r.event.event_id, r.handler.consumer_name) not in claimed:
-                        applied.append((r, Outcome.DUPLICATE))
-                    elif r.parked_key in blocked:
-                        deferred.append(r)  # keep order behind its failed predecessor
-                    else:
-                        try:
-                            with conn.transaction():  # SAVEPOINT
-                                applied.append(
-                                    (r, self._guard_and_handle(conn, r.event, r.handler))
-                                )
-                        except Exception:
-                            blocked.add(r.parked_key)
-                            deferred.append(r)
-                self.stores.inbox.finish_many(
-                    conn,
-                    [
-                        (
-                            r.event,
-                            r.handler.consumer_name,
-                            "PROCESSED" if o is Outcome.PROCESSED else "SKIPPED",
-                            "stale version" if o is Outcome.STALE else None,
-                        )
-                        for r, o in applied
-                        if o in (Outcome.PROCESSED, Outcome.STALE)
-                    ],
-                )
-        except psycopg.Error:
+            try:
+                applied, deferred = self._batch_transaction(conn, unique, savepoints=False)
+            except _NeedsSavepoints:
+                # Something failed: redo the batch with a savepoint per record, so the
+                # failing record is set aside and the rest still commit together.
+                applied, deferred = self._batch_transaction(conn, unique, savepoints=True)
+        except psycopg.Error as e:
             # The batch transaction itself failed (e.g. the database went away): nothing
             # of it committed, so every record takes the per-record path, in order.
+            log.warning(
+                "batch of %d records failed as a whole (%s); processing them one by one",
+                len(unique),
+                e,
+            )
             applied, deferred = [], list(unique)
         seconds = (time.perf_counter() - started) / max(len(applied), 1)
         for r, outcome in applied:
@@ -288,6 +271,54 @@ class RecordPipeline:
                 self._route(connection, r.record)  # parks it behind the dead letter
                 continue
             self.stats.count(self._with_retries(connection, r), r.handler.consumer_name)
+
+    def _batch_transaction(
+        self, conn: psycopg.Connection[Any], batch: list[_Routed], savepoints: bool
+    ) -> tuple[list[tuple[_Routed, Outcome]], list[_Routed]]:
+        """Claim, apply and mark a batch in one transaction.
+
+        Without savepoints (the fast path: no extra round trips per record) any failure
+        aborts the whole transaction with `_NeedsSavepoints`; with them, a failing record
+        and its aggregate's later records are deferred and the rest are kept.
+        """
+        applied: list[tuple[_Routed, Outcome]] = []
+        deferred: list[_Routed] = []
+        blocked: set[ParkedKey] = set()
+        with conn.transaction():
+            claimed = self.stores.inbox.claim_many(
+                conn, [(r.event, r.handler.consumer_name) for r in batch]
+            )
+            for r in batch:
+                if (r.event.event_id, r.handler.consumer_name) not in claimed:
+                    applied.append((r, Outcome.DUPLICATE))
+                elif r.parked_key in blocked:
+                    deferred.append(r)  # keep order behind its failed predecessor
+                elif not savepoints:
+                    try:
+                        applied.append((r, self._guard_and_handle(conn, r.event, r.handler)))
+                    except Exception as e:
+                        raise _NeedsSavepoints from e
+                else:
+                    try:
+                        with conn.transaction():  # SAVEPOINT
+                            applied.append((r, self._guard_and_handle(conn, r.event, r.handler)))
+                    except Exception:
+                        blocked.add(r.parked_key)
+                        deferred.append(r)
+            self.stores.inbox.finish_many(
+                conn,
+                [
+                    (
+                        r.event,
+                        r.handler.consumer_name,
+                        "PROCESSED" if o is Outcome.PROCESSED else "SKIPPED",
+                        "stale version" if o is Outcome.STALE else None,
+                    )
+                    for r, o in applied
+                    if o in (Outcome.PROCESSED, Outcome.STALE)
+                ],
+            )
+        return applied, deferred
 
     # --- dead letters --------------------------------------------------------------------
     def _dead_letter(

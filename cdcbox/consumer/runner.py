@@ -16,7 +16,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
@@ -28,7 +27,7 @@ from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.metrics import serve
 from cdcbox.consumer.pipeline import RecordPipeline, Stores
 from cdcbox.consumer.stats import ConsumerStats
-from cdcbox.db import connect
+from cdcbox.db import Reconnecting
 from cdcbox.errors import ConfigError, ServiceUnavailable
 from cdcbox.inbox import Inbox
 from cdcbox.kafka_admin import ensure_topics
@@ -84,7 +83,7 @@ class Consumer:
         self._dispatch = dispatch_table(self.handlers)
         self._stop = threading.Event()
         self._healthy = threading.Event()
-        self._conn: psycopg.Connection[Any] | None = None
+        self.connection = Reconnecting(config.dsn)
         self._stores = Stores(Inbox(names), Reconciliation(names), Parking(names))
         self._kafka: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
@@ -100,12 +99,6 @@ class Consumer:
     def stop(self) -> None:
         """Ask the loop to finish the in-flight batch, commit and return (signal-safe)."""
         self._stop.set()
-
-    def connection(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            # autocommit: every transaction is an explicit `conn.transaction()` block.
-            self._conn = connect(self.config.dsn, autocommit=True)
-        return self._conn
 
     def _open_kafka(self) -> tuple[KafkaConsumer, KafkaProducer]:
         c = self.config
@@ -227,6 +220,4 @@ class Consumer:
         if self._producer is not None:
             self._producer.close(timeout=10)
             self._producer = None
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self.connection.close()

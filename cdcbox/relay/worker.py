@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from psycopg import sql
 
 from cdcbox.consumer.metrics import serve
-from cdcbox.db import connect
+from cdcbox.db import Reconnecting, connect
 from cdcbox.errors import ServiceUnavailable
 from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
@@ -68,18 +68,13 @@ class RelayWorker:
         self.stats = RelayStats()
         self.metrics = RelayMetrics()
         self._stop = threading.Event()
-        self._conn: psycopg.Connection[Any] | None = None
+        self.connection = Reconnecting(config.dsn)
         self._listener: psycopg.Connection[Any] | None = None
         self._producer: KafkaProducer | None = None
 
     def stop(self) -> None:
         """Finish the batch in flight, settle it, then return from `run` (signal-safe)."""
         self._stop.set()
-
-    def connection(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = connect(self.config.dsn, autocommit=True)
-        return self._conn
 
     def producer(self) -> KafkaProducer:
         if self._producer is None:
@@ -257,7 +252,7 @@ class RelayWorker:
         if self._producer is not None:
             self._producer.close(timeout=10)
             self._producer = None
-        for conn in (self._conn, self._listener):
-            if conn is not None:
-                conn.close()
-        self._conn = self._listener = None
+        self.connection.close()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None

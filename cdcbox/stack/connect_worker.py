@@ -14,7 +14,7 @@ from cdcbox.errors import StackError
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
-from cdcbox.stack.kafka import jvm_argv, write_properties
+from cdcbox.stack.kafka import JvmComponent, jvm_argv, write_properties
 
 DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
@@ -50,12 +50,12 @@ def worker_properties(
     }
 
 
-class NativeConnect:
+class NativeConnect(JvmComponent):
     name = "connect"
 
     def __init__(self, config: StackConfig, layout: JvmLayout | None, bootstrap: str) -> None:
+        super().__init__(layout)
         self.config = config
-        self.layout = layout
         self.bootstrap = bootstrap
         self.root = config.state_dir / "connect"
         self.properties = self.root / "connect-distributed.properties"
@@ -112,21 +112,3 @@ class NativeConnect:
         if response.status_code != 200:
             return False
         return any(p.get("class") == DEBEZIUM_POSTGRES_CLASS for p in response.json())
-
-    def stop(self) -> None:
-        record = self.pid_record()
-        if record is not None:
-            process.stop(record, timeout_s=60)
-            self.pid_file.unlink(missing_ok=True)
-
-    def running(self) -> bool:
-        record = self.pid_record()
-        return record is not None and record.alive()
-
-    def pid_record(self) -> process.PidRecord | None:
-        return process.read_pid(self.pid_file)
-
-    def _layout(self) -> JvmLayout:
-        if self.layout is None:
-            raise StackError("internal: starting a JVM component needs the resolved jars")
-        return self.layout

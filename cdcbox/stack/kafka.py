@@ -53,12 +53,40 @@ def jvm_argv(layout: JvmLayout, infra_dir: Path, heap_mb: int, main: str, *args:
     ]
 
 
-class NativeKafka:
+class JvmComponent:
+    """What the broker and the Connect worker share: a JVM started from the resolved jars,
+    tracked by its pid file. Built without jars (layout None) it can still be stopped."""
+
+    pid_file: Path
+
+    def __init__(self, layout: JvmLayout | None) -> None:
+        self.layout = layout
+
+    def stop(self) -> None:
+        record = self.pid_record()
+        if record is not None:
+            process.stop(record, timeout_s=60)
+            self.pid_file.unlink(missing_ok=True)
+
+    def running(self) -> bool:
+        record = self.pid_record()
+        return record is not None and record.alive()
+
+    def pid_record(self) -> process.PidRecord | None:
+        return process.read_pid(self.pid_file)
+
+    def _layout(self) -> JvmLayout:
+        if self.layout is None:
+            raise StackError("internal: starting a JVM component needs the resolved jars")
+        return self.layout
+
+
+class NativeKafka(JvmComponent):
     name = "kafka"
 
     def __init__(self, config: StackConfig, layout: JvmLayout | None) -> None:
+        super().__init__(layout)
         self.config = config
-        self.layout = layout
         self.root = config.state_dir / "kafka"
         self.log_dir = self.root / "data"
         self.properties = self.root / "server.properties"
@@ -145,21 +173,3 @@ class NativeKafka:
             return False
         finally:
             admin.close()
-
-    def stop(self) -> None:
-        record = self.pid_record()
-        if record is not None:
-            process.stop(record, timeout_s=60)
-            self.pid_file.unlink(missing_ok=True)
-
-    def running(self) -> bool:
-        record = self.pid_record()
-        return record is not None and record.alive()
-
-    def pid_record(self) -> process.PidRecord | None:
-        return process.read_pid(self.pid_file)
-
-    def _layout(self) -> JvmLayout:
-        if self.layout is None:
-            raise StackError("internal: starting a JVM component needs the resolved jars")
-        return self.layout

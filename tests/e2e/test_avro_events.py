@@ -23,7 +23,7 @@ from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
 from tests.e2e.test_consumer_failures import dead_letters
-from tests.e2e.test_relay import read_topic
+from tests.e2e.topics import read_topic
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e

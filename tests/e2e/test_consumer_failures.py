@@ -6,7 +6,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from kafka import KafkaConsumer
 
 from cdcbox import wire
 from cdcbox.consumer import Event, Outcome, RetryPolicy
@@ -14,6 +13,7 @@ from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
+from tests.e2e.topics import read_topic
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
@@ -22,25 +22,7 @@ FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
 
 
 def dead_letters(stack: Endpoints, topic: str, expect: int) -> list[Any]:
-    reader = KafkaConsumer(
-        topic,
-        bootstrap_servers=stack.bootstrap_servers,
-        group_id=None,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    got: list[Any] = []
-    try:
-
-        def more() -> bool:
-            for records in reader.poll(timeout_ms=500).values():
-                got.extend(records)
-            return len(got) >= expect
-
-        eventually(more, timeout=30, what=f"{expect} dead letters on {topic}")
-    finally:
-        reader.close()
-    return got
+    return read_topic(stack, topic, expect, timeout=30)
 
 
 def write(dsn: str, events: list[NewEvent]) -> list[Any]:
@@ -139,7 +121,7 @@ def test_transient_failure_is_retried_and_applied_once(stack: Endpoints, run_con
 
 
 def test_batch_mode_applies_everything_but_the_failing_record_exactly_once(
-    stack: Endpoints, run_consumer: Any
+    stack: Endpoints, run_consumer: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     events = [
@@ -165,6 +147,8 @@ def test_batch_mode_applies_everything_but_the_failing_record_exactly_once(
     assert sorted(applied) == sorted(i for i in ids if i != poisoned)
     assert len(applied) == len(set(applied)) == 99
     assert statuses == {"PROCESSED": 99, "FAILED": 1}
+    # ... and it really was batch mode: no batch fell back to one-by-one processing.
+    assert "failed as a whole" not in caplog.text
 
 
 def test_outage_across_aggregates_opens_the_breaker_instead_of_dead_lettering(

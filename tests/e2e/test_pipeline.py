@@ -18,6 +18,7 @@ from cdcbox.consumer import Outcome
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
+from tests.e2e.topics import read_topic
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
@@ -61,7 +62,7 @@ def test_committed_event_reaches_handler_once_with_every_header(
         eventually(lambda: running.stats[Outcome.PROCESSED] == 1, what="processed count")
 
     # The raw record carries exactly the wire contract: key, value bytes and headers.
-    records = _read_topic(stack, wire.topic_for(aggregate_type), expect=1)
+    records = read_topic(stack, wire.topic_for(aggregate_type), expect=1, settle_ms=1000)
     record = records[0]
     assert record.key == b"o-1"
     assert record.value == b'{"order_id":"o-1","total":12.5}'
@@ -101,7 +102,7 @@ def test_rolled_back_event_never_arrives(
     ids = [row[0] for row in effects(db, consumer)]
     assert ids == [committed]
     # Nor is it on the topic at all: only the committed record was published.
-    records = _read_topic(stack, wire.topic_for(aggregate_type), expect=1)
+    records = read_topic(stack, wire.topic_for(aggregate_type), expect=1, settle_ms=1000)
     assert [dict(r.headers)["id"] for r in records] == [str(committed).encode()]
 
 
@@ -173,31 +174,6 @@ def test_concurrent_writers_arrive_in_per_aggregate_version_order(
     assert len(order) == writers * aggregates_per_writer
     for aggregate_id, seen in order.items():
         assert seen == list(range(1, versions + 1)), f"{aggregate_id} out of order: {seen}"
-
-
-def _read_topic(stack: Endpoints, topic: str, expect: int) -> list[Any]:
-    reader = KafkaConsumer(
-        topic,
-        bootstrap_servers=stack.bootstrap_servers,
-        group_id=None,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    got: list[Any] = []
-    try:
-
-        def read_more() -> bool:
-            for records in reader.poll(timeout_ms=500).values():
-                got.extend(records)
-            return len(got) >= expect
-
-        eventually(read_more, timeout=30, what=f"{expect} records on {topic}")
-        # Anything beyond `expect` that is already there would show up in one more poll.
-        for records in reader.poll(timeout_ms=1000).values():
-            got.extend(records)
-    finally:
-        reader.close()
-    return got
 
 
 def _reset_group_to_earliest(stack: Endpoints, group: str, topic: str) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from kafka import KafkaConsumer
 from psycopg import sql
 
 from cdcbox import wire
@@ -23,6 +22,7 @@ from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.stack.endpoints import Endpoints
+from tests.e2e.topics import read_topic
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
@@ -37,29 +37,6 @@ def names(stack: Endpoints) -> DbNames:
     with psycopg.connect(stack.dsn) as conn:
         migrate(conn, names=names, mode="polling")
     return names
-
-
-def read_topic(stack: Endpoints, topic: str, expect: int, timeout: float = 60) -> list[Any]:
-    reader = KafkaConsumer(
-        topic,
-        bootstrap_servers=stack.bootstrap_servers,
-        group_id=None,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        max_poll_records=5000,
-    )
-    got: list[Any] = []
-    try:
-
-        def more() -> bool:
-            for records in reader.poll(timeout_ms=500).values():
-                got.extend(records)
-            return len(got) >= expect
-
-        eventually(more, timeout=timeout, what=f"{expect} records on {topic}")
-    finally:
-        reader.close()
-    return got
 
 
 def worker(stack: Endpoints, names: DbNames, **options: Any) -> RelayWorker:

@@ -13,6 +13,7 @@ from psycopg import sql
 
 from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
+from cdcbox.consumer.event import decode
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline, Stores
 from cdcbox.consumer.signals import RefuseTransition
@@ -314,3 +315,30 @@ def test_gap_is_held_until_the_missing_version_is_applied(
     assert done.is_set()
     assert handler.applied == ["1", "2", "3"]
     assert held.stats[Outcome.PROCESSED] == 2
+
+
+def test_bulk_claim_returns_only_new_pairs_and_finish_marks_them(
+    db: psycopg.Connection[Any],
+) -> None:
+    inbox, consumer = Inbox(), unique("consumer")
+    events = [decode(record(unique("agg"), 1)) for _ in range(3)]
+    with db.transaction():
+        first = inbox.claim_many(db, [(e, consumer) for e in events[:2]])
+    assert first == {(e.event_id, consumer) for e in events[:2]}
+    with db.transaction():
+        second = inbox.claim_many(db, [(e, consumer) for e in events])
+        inbox.finish_many(db, [(events[2], consumer, "PROCESSED", None)])
+    # Unfinished RECEIVED rows may be claimed again (batch mode defers failures that way).
+    assert second == {(e.event_id, consumer) for e in events}
+    rows = dict(
+        db.execute(
+            "SELECT event_id, status FROM inbox_event WHERE consumer_name = %s", (consumer,)
+        ).fetchall()
+    )
+    assert rows == {
+        events[0].event_id: "RECEIVED",
+        events[1].event_id: "RECEIVED",
+        events[2].event_id: "PROCESSED",
+    }
+    with db.transaction():
+        assert inbox.claim_many(db, [(events[2], consumer)]) == set()

@@ -19,6 +19,7 @@ from cdcbox.outbox import NewEvent, _row
 from cdcbox.resources import resource_dir
 from cdcbox.retention import InboxFloor, check_inbox_retention, parse_duration
 from cdcbox.stack.config import StackVersions
+from cdcbox.stack.connect_worker import worker_properties
 from cdcbox.stack.endpoints import Endpoints
 
 
@@ -176,3 +177,15 @@ def test_circuit_breaker_opens_on_many_aggregates_not_on_one() -> None:
     breaker.record_failure("b")
     now[0] = 11.0  # outside the window: old failures no longer count
     assert not breaker.record_failure("c")
+
+
+def test_compose_connect_worker_matches_the_native_one() -> None:
+    path = resource_dir("infra") / "connect-distributed.properties"
+    shipped = dict(
+        line.split("=", 1)
+        for line in path.read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    expected = worker_properties("kafka:19092", "0.0.0.0", 8083, "/opt/plugins")  # noqa: S104
+    expected["rest.advertised.host.name"] = "connect"
+    assert shipped == expected

@@ -1,0 +1,1 @@
+"""Benchmarks of cdcbox (run by scripts/bench); numbers are ratios measured in one run."""

@@ -1,0 +1,40 @@
+"""Reading what is on a topic, for tests that assert on the records themselves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka import KafkaConsumer
+
+from cdcbox.stack.endpoints import Endpoints
+from tests.helpers import eventually
+
+
+def read_topic(
+    stack: Endpoints, topic: str, expect: int, timeout: float = 60, settle_ms: int = 0
+) -> list[Any]:
+    """At least `expect` records of `topic` from the beginning; with `settle_ms`, one more
+    poll of that length, so a record beyond `expect` would show up too."""
+    reader = KafkaConsumer(
+        topic,
+        bootstrap_servers=stack.bootstrap_servers,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=5000,
+    )
+    got: list[Any] = []
+    try:
+
+        def more() -> bool:
+            for records in reader.poll(timeout_ms=500).values():
+                got.extend(records)
+            return len(got) >= expect
+
+        eventually(more, timeout=timeout, what=f"{expect} records on {topic}")
+        if settle_ms:
+            for records in reader.poll(timeout_ms=settle_ms).values():
+                got.extend(records)
+    finally:
+        reader.close()
+    return got
