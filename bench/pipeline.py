@@ -5,6 +5,8 @@ polling relay's drain rate against the seed's naive one-row-at-a-time relay."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import signal
 import threading
 import time
 import uuid
@@ -216,14 +218,48 @@ def consume_while(
     }
 
 
+_FORK = multiprocessing.get_context("fork")
+
+
+def _writer_child(
+    queue: Any, dsn: str, schema: str, aggregate_type: str, rate: float, seconds: float
+) -> None:
+    queue.put(paced_writer(dsn, Outbox(DbNames(schema=schema)), aggregate_type, rate, seconds))
+
+
+def writer_process(
+    dsn: str, schema: str, aggregate_type: str, rate: float, seconds: float
+) -> Callable[[], int]:
+    """The writers in a process of their own, as a service would be: in the consumer's
+    process they would share its GIL, and the benchmark would measure that instead."""
+
+    def produce() -> int:
+        queue = _FORK.Queue()
+        child = _FORK.Process(
+            target=_writer_child, args=(queue, dsn, schema, aggregate_type, rate, seconds)
+        )
+        child.start()
+        written = int(queue.get(timeout=seconds + 120))
+        child.join(timeout=30)
+        return written
+
+    return produce
+
+
+def _relay_child(dsn: str, bootstrap: str, schema: str, listen: bool) -> None:
+    worker = RelayWorker(
+        RelayConfig(dsn=dsn, bootstrap_servers=bootstrap, listen=listen, poll_interval_s=1.0),
+        names=DbNames(schema=schema),
+    )
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    worker.run()
+
+
 def cdc_at_rate(dsn: str, bootstrap: str, rate: float, seconds: float) -> dict[str, Any]:
     aggregate_type = f"benchcdc{uuid.uuid4().hex[:6]}"
     ensure_topics(bootstrap, [wire.topic_for(aggregate_type)])
     return consume_while(
-        dsn,
-        bootstrap,
-        aggregate_type,
-        lambda: paced_writer(dsn, Outbox(), aggregate_type, rate, seconds),
+        dsn, bootstrap, aggregate_type, writer_process(dsn, "public", aggregate_type, rate, seconds)
     )
 
 
@@ -239,31 +275,28 @@ def polling_schema(dsn: str) -> DbNames:
 def polling_at_rate(
     dsn: str, bootstrap: str, rate: float, seconds: float, listen: bool, workers: int = 2
 ) -> dict[str, Any]:
+    """Relay workers as processes of their own (as `cdc-ctl relay run` runs them)."""
     names = polling_schema(dsn)
     aggregate_type = f"benchpoll{uuid.uuid4().hex[:6]}"
     ensure_topics(bootstrap, [wire.topic_for(aggregate_type)])
     relays = [
-        RelayWorker(
-            RelayConfig(dsn=dsn, bootstrap_servers=bootstrap, listen=listen, poll_interval_s=1.0),
-            names=names,
-        )
+        _FORK.Process(target=_relay_child, args=(dsn, bootstrap, names.schema, listen))
         for _ in range(workers)
     ]
-    threads = [threading.Thread(target=r.run, daemon=True) for r in relays]
-    for t in threads:
-        t.start()
+    for r in relays:
+        r.start()
     try:
         return consume_while(
             dsn,
             bootstrap,
             aggregate_type,
-            lambda: paced_writer(dsn, Outbox(names), aggregate_type, rate, seconds),
+            writer_process(dsn, names.schema, aggregate_type, rate, seconds),
         )
     finally:
         for r in relays:
-            r.stop()
-        for t in threads:
-            t.join(timeout=30)
+            r.terminate()  # SIGTERM to its pid: the worker finishes its batch and returns
+        for r in relays:
+            r.join(timeout=30)
 
 
 def drain_rates(dsn: str, bootstrap: str, backlog: int) -> dict[str, Any]:

@@ -93,6 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="Reduced sizes, under 5 minutes.")
     parser.add_argument("--smoke", action="store_true", help="Tiny sizes, to keep it from rotting.")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="Where JSON and PNG go.")
     args = parser.parse_args()
     dsn, bootstrap = os.environ["CDCBOX_DSN"], os.environ["CDCBOX_BOOTSTRAP_SERVERS"]
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
@@ -117,7 +118,8 @@ def main() -> None:
         wait_running(connect, "cdcbox-outbox", 120)
     p = results["producer"]
     table(
-        "Producer overhead (pgbench, 8 clients, synchronous_commit on, wal_level=logical)",
+        "Producer overhead (pgbench, 8 clients, pipelined, synchronous_commit on, "
+        "wal_level=logical, connector paused)",
         [(k, v["tps"]) for k, v in p["tps"].items()],
         ("case", "tps"),
     )
@@ -206,9 +208,9 @@ def main() -> None:
         ("relay", "rows/s"),
     )
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = RESULTS / f"{stamp}-{size}.json"
+    out = args.out / f"{stamp}-{size}.json"
     out.write_text(
         json.dumps({k: v for k, v in results.items() if k != "latency_cdf"}, indent=2, default=str)
     )

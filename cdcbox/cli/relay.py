@@ -16,6 +16,13 @@ from cdcbox.relay.config import default_worker_id
 from cdcbox.relay.store import RelayStore
 
 _d = RelayConfig(dsn="", bootstrap_servers="")
+schema_option = click.option(
+    "--schema",
+    default="public",
+    show_default=True,
+    envvar="CDCBOX_SCHEMA",
+    help="Schema of the outbox table.",
+)
 
 
 @click.group("relay")
@@ -130,11 +137,12 @@ def dead() -> None:
 @dead.command("list")
 @click.option("--limit", type=int, default=100, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
+@schema_option
 @click.pass_context
 @handle_errors
-def dead_list(ctx: click.Context, limit: int, as_json: bool) -> None:
+def dead_list(ctx: click.Context, limit: int, as_json: bool, schema: str) -> None:
     with connect(settings(ctx).require_dsn(), autocommit=True) as conn:
-        rows = RelayStore().dead(conn, limit)
+        rows = RelayStore(DbNames(schema=schema)).dead(conn, limit)
     keys = [
         "id",
         "event_id",
@@ -152,12 +160,13 @@ def dead_list(ctx: click.Context, limit: int, as_json: bool) -> None:
 
 @dead.command("retry")
 @click.argument("ids", nargs=-1, type=int, required=True)
+@schema_option
 @click.pass_context
 @handle_errors
-def dead_retry(ctx: click.Context, ids: tuple[int, ...]) -> None:
+def dead_retry(ctx: click.Context, ids: tuple[int, ...], schema: str) -> None:
     """Put DEAD rows back to RETRY (attempts reset); the relay picks them up next."""
     with connect(settings(ctx).require_dsn(), autocommit=True) as conn:
-        retried = RelayStore().retry_dead(conn, list(ids))
+        retried = RelayStore(DbNames(schema=schema)).retry_dead(conn, list(ids))
     missing = sorted(set(ids) - set(retried))
     click.echo(f"retrying {len(retried)} row(s)" + (f"; not DEAD: {missing}" if missing else ""))
     if missing:

@@ -10,12 +10,16 @@ import psycopg
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.cli.main import cli
 from cdcbox.connect import ConnectClient
 from cdcbox.consumer import Outcome, RetryPolicy
+from cdcbox.migrate import migrate
+from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
@@ -247,3 +251,66 @@ def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(tmp_path:
     assert failed.exit_code == 1
     assert "sent_at is timestamp with time zone" in failed.output
     assert "missing" in failed.output
+
+
+def test_diff_restart_and_offsets_reset(spec_file: Any, connect_client: ConnectClient) -> None:
+    path, name = spec_file()
+    assert ctl("apply", str(path)).exit_code == 0
+    in_sync = ctl("diff", str(path))
+    assert in_sync.exit_code == 0
+    assert f"{name}: in sync" in in_sync.output
+    changed = yaml.safe_load(path.read_text())
+    changed["config"]["heartbeat.interval.ms"] = 20000
+    path.write_text(yaml.safe_dump(changed))
+    differs = ctl("diff", str(path))
+    assert differs.exit_code == 1
+    assert "~ heartbeat.interval.ms: 10000 -> 20000" in differs.output
+    assert connect_client.config(name)["heartbeat.interval.ms"] == "10000"  # diff changes nothing
+
+    restarted = ctl("connectors", "restart", name, "--include-tasks")
+    assert restarted.exit_code == 0
+    eventually(lambda: state(connect_client, name) == "RUNNING", what="RUNNING after restart")
+    status = json.loads(ctl("connectors", "status", name, "--json").output)
+    assert status["tasks"][0]["state"] in {"RUNNING", "RESTARTING"}
+
+    aborted = ctl("offsets", "reset", name, input="n\n")
+    assert aborted.exit_code == 1  # declined at the prompt: nothing stopped
+    assert state(connect_client, name) == "RUNNING"
+    reset = ctl("offsets", "reset", name, "--yes")
+    assert reset.exit_code == 0, reset.output
+    assert json.loads(reset.output.split("after:", 1)[1]) == {"offsets": []}
+    eventually(lambda: state(connect_client, name) == "RUNNING", what="resumed after reset")
+
+
+def test_outbox_dead_rows_listed_and_retried(stack: Endpoints) -> None:
+    names = DbNames(schema=unique("dead"))
+    with psycopg.connect(stack.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+    with psycopg.connect(stack.dsn) as conn:
+        migrate(conn, names=names, mode="polling")
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        Outbox(names).append(conn, NewEvent(unique("order"), "big", "Changed", b"x" * 2_000_000))
+    relay = RelayWorker(
+        RelayConfig(
+            dsn=stack.dsn, bootstrap_servers=stack.bootstrap_servers, listen=False, max_attempts=1
+        ),
+        names=names,
+    )
+    relay.run_once()
+    relay.close()
+    listed = ctl("outbox", "dead", "list", "--schema", names.schema, "--json")
+    assert listed.exit_code == 0
+    (row,) = json.loads(listed.output)
+    assert row["aggregate_id"] == "big"
+    assert "MessageSizeTooLarge" in row["last_error"]
+    retried = ctl("outbox", "dead", "retry", str(row["id"]), "--schema", names.schema)
+    assert retried.exit_code == 0
+    assert "retrying 1 row(s)" in retried.output
+    again = ctl("outbox", "dead", "retry", str(row["id"]), "--schema", names.schema)
+    assert again.exit_code == 1
+    assert f"not DEAD: [{row['id']}]" in again.output
+    with psycopg.connect(stack.dsn) as conn:
+        status = conn.execute(
+            sql.SQL("SELECT status, retry_count FROM {}").format(names.table("outbox"))
+        ).fetchone()
+    assert status == ("RETRY", 0)

@@ -1,0 +1,39 @@
+"""scripts/bench at tiny sizes, so the benchmarks cannot rot. Numbers are not asserted:
+speed is measured by scripts/bench, never by tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cdcbox.stack.endpoints import Endpoints
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_bench_smoke_run_writes_results_and_a_plot(stack: Endpoints, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, **stack.as_env()},
+        capture_output=True,
+        text=True,
+        timeout=580,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (json_path,) = tmp_path.glob("*-smoke.json")
+    results = json.loads(json_path.read_text())
+    assert {"machine", "producer", "consumer_cost", "e2e", "drain"} <= set(results)
+    assert results["machine"]["cores"] >= 1
+    assert results["consumer_cost"]["records_per_s"]["cdcbox_batch"] > 0
+    assert results["e2e"]["cdc"]["200"]["processed"] == results["e2e"]["cdc"]["200"]["written"]
+    assert json_path.with_suffix(".png").stat().st_size > 10_000
+    assert "## Producer overhead" in result.stdout
