@@ -78,8 +78,12 @@ def test_connector_lifecycle_offsets_and_slot_drop(
     assert ctl("connectors", "stop", name).exit_code == 0
     eventually(lambda: state(connect_client, name) == "STOPPED", what="STOPPED")
     eventually(lambda: slot_active(stack.dsn, slot) is False, what="the slot released")
-    dropped = ctl("slot", "drop", slot, "--yes")
-    assert dropped.exit_code == 0, dropped.output
+    # A task that was still starting when the stop arrived may hold the slot a moment
+    # longer; the drop is refused until it lets go.
+    eventually(
+        lambda: ctl("slot", "drop", slot, "--yes").exit_code == 0,
+        what="the slot dropped once inactive",
+    )
     assert slot_active(stack.dsn, slot) is None
     assert ctl("connectors", "delete", name).exit_code == 0
     assert connect_client.config(name) is None
@@ -269,13 +273,19 @@ def test_diff_restart_and_offsets_reset(spec_file: Any, connect_client: ConnectC
 
     restarted = ctl("connectors", "restart", name, "--include-tasks")
     assert restarted.exit_code == 0
-    eventually(lambda: state(connect_client, name) == "RUNNING", what="RUNNING after restart")
-    status = json.loads(ctl("connectors", "status", name, "--json").output)
-    assert status["tasks"][0]["state"] in {"RUNNING", "RESTARTING"}
+
+    def all_running() -> bool:
+        status = json.loads(ctl("connectors", "status", name, "--json").output)
+        return status["connector"]["state"] == "RUNNING" and [
+            t["state"] for t in status["tasks"]
+        ] == ["RUNNING"]
+
+    eventually(all_running, what="connector and task RUNNING after the restart")
 
     aborted = ctl("offsets", "reset", name, input="n\n")
     assert aborted.exit_code == 1  # declined at the prompt: nothing stopped
-    assert state(connect_client, name) == "RUNNING"
+    assert "Aborted" in aborted.output
+    assert state(connect_client, name) != "STOPPED"
     reset = ctl("offsets", "reset", name, "--yes")
     assert reset.exit_code == 0, reset.output
     assert json.loads(reset.output.split("after:", 1)[1]) == {"offsets": []}
