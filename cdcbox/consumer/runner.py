@@ -96,6 +96,11 @@ class Consumer:
     def consumer_names(self) -> list[str]:
         return [h.consumer_name for h in self.handlers]
 
+    def assigned(self) -> bool:
+        """True once the group gave this consumer partitions (for callers that wait)."""
+        kafka = self._kafka
+        return kafka is not None and bool(kafka.assignment())
+
     def stop(self) -> None:
         """Ask the loop to finish the in-flight batch, commit and return (signal-safe)."""
         self._stop.set()

@@ -34,6 +34,7 @@ class ConsumerStats:
     outcomes: Counter[Outcome] = field(default_factory=Counter)
     retries: int = 0
     lag_ms: list[float] = field(default_factory=list)
+    handler_ms: list[float] = field(default_factory=list)
 
     def count(self, outcome: Outcome, consumer: str) -> None:
         self.outcomes[outcome] += 1
@@ -47,6 +48,8 @@ class ConsumerStats:
     def handled(self, consumer: str, occurred_at: datetime | None, seconds: float) -> None:
         """An applied event: its handler time and commit-to-handle lag."""
         self.metrics.handler_seconds.labels(consumer).observe(seconds)
+        if len(self.handler_ms) < _MAX_SAMPLES:
+            self.handler_ms.append(seconds * 1000)
         if occurred_at is None:
             return
         lag_s = time.time() - occurred_at.timestamp()
