@@ -5,7 +5,7 @@ prints (a table, or JSON with --json)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,6 +20,7 @@ from cdcbox.connectors import load_specs
 from cdcbox.db import connect
 from cdcbox.doctor import DoctorInputs, run_checks
 from cdcbox.errors import UsageError
+from cdcbox.kafka_admin import topic_retention_ms
 from cdcbox.migrate import RelayMode
 from cdcbox.names import DbNames
 from cdcbox.parking import Parking
@@ -394,11 +395,7 @@ def inbox_purge(
     click.echo(f"deleted {deleted} inbox rows")
 
 
-def _topic_retention(bootstrap: str) -> Any:
-    from datetime import timedelta
-
-    from cdcbox.kafka_admin import topic_retention_ms
-
+def _topic_retention(bootstrap: str) -> timedelta:
     return timedelta(milliseconds=topic_retention_ms(bootstrap))
 
 
