@@ -83,18 +83,21 @@ class RecordPipeline:
         self._decode_payload = self._payload_decoder()
 
     def _payload_decoder(self) -> PayloadDecoder:
+        """Decode the payloads of handled event types only: a type no handler takes is
+        counted as unhandled, whatever its bytes, never dead-lettered for them."""
         catalogue = self.config.schemas
-        if catalogue is None:
-            return decode_payload
 
-        def decode_with_catalogue(content_type: str, event_type: str, value: bytes) -> Any:
-            if content_type != wire.CONTENT_TYPE_AVRO:
-                return decode_payload(content_type, event_type, value)
+        def decode_for_handlers(content_type: str, event_type: str, value: bytes) -> Any:
             handler = self.handlers.get(event_type)
-            version = handler.schema_version if handler is not None else None
-            return catalogue.decode(value, catalogue.reader_schema(event_type, version))
+            if handler is None:
+                return value
+            if catalogue is None or content_type != wire.CONTENT_TYPE_AVRO:
+                return decode_payload(content_type, event_type, value)
+            return catalogue.decode(
+                value, catalogue.reader_schema(event_type, handler.schema_version)
+            )
 
-        return decode_with_catalogue
+        return decode_for_handlers
 
     # --- routing (both modes) ----------------------------------------------------------
     def _route(self, connection: ConnectionSource, record: Any) -> _Routed | None:

@@ -98,9 +98,14 @@ def run_consumer(stack: Endpoints) -> Iterator[Callable[..., Any]]:
     running: list[Running] = []
 
     @contextmanager
-    def start(handlers: list[Handler], group: str, **options: Any) -> Iterator[Running]:
+    def start(
+        handlers: list[Handler], group: str, dsn_override: str | None = None, **options: Any
+    ) -> Iterator[Running]:
         config = ConsumerConfig(
-            bootstrap_servers=stack.bootstrap_servers, dsn=stack.dsn, group_id=group, **options
+            bootstrap_servers=stack.bootstrap_servers,
+            dsn=dsn_override or stack.dsn,
+            group_id=group,
+            **options,
         )
         consumer = Consumer(handlers, config)
         errors: list[BaseException] = []

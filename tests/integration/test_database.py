@@ -342,3 +342,14 @@ def test_bulk_claim_returns_only_new_pairs_and_finish_marks_them(
     }
     with db.transaction():
         assert inbox.claim_many(db, [(events[2], consumer)]) == set()
+
+
+def test_an_event_type_no_handler_takes_is_counted_unhandled_whatever_its_bytes(
+    stack: Endpoints, db: psycopg.Connection[Any]
+) -> None:
+    handler = Counter(unique("consumer"))
+    rec = record(unique("agg"), 1, event_type="SomethingElse")
+    rec.value = b"\xc3\x01 not json and not a known Avro schema"
+    rec.headers.append(("content-type", b"application/vnd.apache.avro+binary"))
+    assert outcome_of(pipeline_for(stack, handler), db, rec) == Outcome.UNHANDLED
+    assert handler.applied == []
