@@ -128,8 +128,21 @@ class Consumer:
             raise ServiceUnavailable(f"Kafka at {c.bootstrap_servers} is unreachable: {e}") from e
         if c.create_missing_topics:
             ensure_topics(c.bootstrap_servers, self.topics)
+            self._await_partitions(consumer)
         consumer.subscribe(topics=self.topics)
         return consumer, producer
+
+    def _await_partitions(self, consumer: KafkaConsumer, timeout_s: float = 30) -> None:
+        """Let this client's metadata see the (possibly just created) topics' partitions:
+        a group assignment computed without them gives this member nothing to consume."""
+        deadline = time.monotonic() + timeout_s
+        for topic in self.topics:
+            while not consumer.partitions_for_topic(topic):
+                if time.monotonic() > deadline:
+                    raise ServiceUnavailable(
+                        f"topic {topic} shows no partitions after {timeout_s:.0f}s"
+                    )
+                time.sleep(0.1)
 
     def run(
         self, *, max_records: int | None = None, idle_timeout_s: float | None = None

@@ -6,6 +6,7 @@ started and stopped through its postmaster pid.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -32,13 +33,32 @@ SERVER_SETTINGS = {
 }
 
 
+def cluster_root(state_dir: Path) -> Path:
+    """Where the cluster lives: in the state directory when the postgres user can reach
+    it; otherwise (a state directory under root's private home, say) under /var/tmp, keyed
+    by the state directory, so the same stack always finds its cluster again."""
+    preferred = state_dir / "postgres"
+    if postgres_account() is None:
+        return preferred
+    state_dir.mkdir(parents=True, exist_ok=True)
+    probe = subprocess.run(
+        ["runuser", "-u", "postgres", "--", "test", "-x", str(state_dir)],
+        check=False,
+        capture_output=True,
+    )
+    if probe.returncode == 0:
+        return preferred
+    key = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    return Path("/var/tmp") / f"cdcbox-{key}" / "postgres"  # noqa: S108 - owned by postgres
+
+
 class NativePostgres:
     name = "postgres"
 
     def __init__(self, config: StackConfig, secrets: StackSecrets) -> None:
         self.config = config
         self.secrets = secrets
-        self.root = config.state_dir / "postgres"
+        self.root = cluster_root(config.state_dir)
         self.data_dir = self.root / "data"
         self.socket_dir = self.root / "run"
         self.log_file = self.root / "postgres.log"
@@ -88,6 +108,11 @@ class NativePostgres:
             # SIGINT is PostgreSQL's "fast" shutdown: roll back sessions, checkpoint, exit.
             process.stop(record, sig=signal.SIGINT, timeout_s=60)
 
+    def purge(self) -> None:
+        """Delete the cluster where it lives outside the state directory (see cluster_root)."""
+        if not self.root.is_relative_to(self.config.state_dir):
+            shutil.rmtree(self.root.parent, ignore_errors=True)
+
     def running(self) -> bool:
         record = self.pid_record()
         return record is not None and record.alive()
@@ -113,7 +138,9 @@ class NativePostgres:
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         account = postgres_account()
         if account is not None:
-            for path in (self.root, self.socket_dir):
+            for path in (self.root.parent, self.root, self.socket_dir):
+                if path == self.config.state_dir:
+                    continue
                 os.chown(path, account.pw_uid, account.pw_gid)
             probe = subprocess.run(
                 ["runuser", "-u", "postgres", "--", "test", "-w", str(self.root)], check=False

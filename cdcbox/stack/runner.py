@@ -106,6 +106,8 @@ def down(config: StackConfig, purge: bool = False) -> None:
         if errors:
             raise StackError("could not stop: " + "; ".join(errors))
     if purge and config.state_dir.exists():
+        if mode == "native":
+            NativePostgres(config, _secrets(config)).purge()
         shutil.rmtree(config.state_dir)
 
 
