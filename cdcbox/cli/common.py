@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, ParamSpec, TypeVar
 
 import click
@@ -83,6 +86,21 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
             sys.exit(EXIT_CHECK_FAILED)
 
     return wrapper
+
+
+def configure_logging() -> None:
+    """Long-running commands log to stderr with timestamps; the library only names loggers."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM and SIGINT ask a loop to finish its batch and return, instead of killing it."""
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
 
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import logging
-import signal
 from pathlib import Path
-from types import FrameType
 from typing import cast
 
 import click
 
 from cdcbox.avro import Catalogue
-from cdcbox.cli.common import handle_errors, settings
+from cdcbox.cli.common import configure_logging, handle_errors, settings, stop_on_signals
 from cdcbox.cli.schemas import default_schemas_dir
 from cdcbox.consumer import Consumer, ConsumerConfig, Handler, RetryPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
@@ -134,7 +131,7 @@ def consume(
     metrics_port: int | None,
 ) -> None:
     """Run HANDLERS (module:Class) in one consumer until SIGTERM or SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging()
     instances = [load_handler(h) for h in handlers]
     s = settings(ctx)
     config = ConsumerConfig(
@@ -155,11 +152,7 @@ def consume(
     )
     consumer = Consumer(instances, config)
 
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        consumer.stop()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    stop_on_signals(consumer.stop)
     click.echo(f"consuming {', '.join(consumer.topics)} as group {config.group_id}", err=True)
     stats = consumer.run()
     click.echo(

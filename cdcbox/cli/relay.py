@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import logging
-import signal
-from types import FrameType
-
 import click
 
-from cdcbox.cli.common import handle_errors, print_json, print_table, settings
+from cdcbox.cli.common import (
+    configure_logging,
+    handle_errors,
+    print_json,
+    print_table,
+    settings,
+    stop_on_signals,
+)
 from cdcbox.db import connect
 from cdcbox.names import DbNames
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -97,7 +100,7 @@ def run(
     schema: str,
 ) -> None:
     """Publish the outbox to Kafka until SIGTERM/SIGINT (the batch in flight finishes)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging()
     s = settings(ctx)
     worker = RelayWorker(
         RelayConfig(
@@ -115,11 +118,7 @@ def run(
         names=DbNames(schema=schema),
     )
 
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        worker.stop()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    stop_on_signals(worker.stop)
     stats = worker.run()
     click.echo(f"sent={stats.sent} failed={stats.failed} dead={stats.dead}", err=True)
 
