@@ -19,13 +19,14 @@ from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome
-from cdcbox.kafka_admin import ensure_topics
+from cdcbox.kafka_client import KafkaSettings
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow
+from cdcbox.topics import ensure_topics
 
 EFFECT_DDL = "CREATE TABLE IF NOT EXISTS bench_effect (event_id uuid, aggregate_id text, n int)"
 
@@ -55,7 +56,7 @@ def effect_handler(name: str, aggregate_type: str) -> Handler:
 
 # --- consumer cost --------------------------------------------------------------------
 def prefill(bootstrap: str, topic: str, count: int) -> None:
-    ensure_topics(bootstrap, [topic])
+    ensure_topics(KafkaSettings(bootstrap), [topic])
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262144)
     for i in range(count):
         row = OutboxRow(
@@ -262,7 +263,7 @@ def _relay_child(dsn: str, bootstrap: str, schema: str, listen: bool) -> None:
 
 def cdc_at_rate(dsn: str, bootstrap: str, rate: float, seconds: float) -> dict[str, Any]:
     aggregate_type = f"benchcdc{uuid.uuid4().hex[:6]}"
-    ensure_topics(bootstrap, [wire.topic_for(aggregate_type)])
+    ensure_topics(KafkaSettings(bootstrap), [wire.topic_for(aggregate_type)])
     return consume_while(
         dsn, bootstrap, aggregate_type, writer_process(dsn, "public", aggregate_type, rate, seconds)
     )
@@ -283,7 +284,7 @@ def polling_at_rate(
     """Relay workers as processes of their own (as `cdc-ctl relay run` runs them)."""
     names = polling_schema(dsn)
     aggregate_type = f"benchpoll{uuid.uuid4().hex[:6]}"
-    ensure_topics(bootstrap, [wire.topic_for(aggregate_type)])
+    ensure_topics(KafkaSettings(bootstrap), [wire.topic_for(aggregate_type)])
     relays = [
         _FORK.Process(target=_relay_child, args=(dsn, bootstrap, names.schema, listen))
         for _ in range(workers)
@@ -310,7 +311,7 @@ def drain_rates(dsn: str, bootstrap: str, backlog: int) -> dict[str, Any]:
     for kind in ("cdcbox_2_workers", "naive"):
         names = polling_schema(dsn)
         aggregate_type = f"benchdrain{uuid.uuid4().hex[:6]}"
-        ensure_topics(bootstrap, [wire.topic_for(aggregate_type)])
+        ensure_topics(KafkaSettings(bootstrap), [wire.topic_for(aggregate_type)])
         with psycopg.connect(dsn) as conn, conn.transaction():
             Outbox(names).append_many(
                 conn,
@@ -371,7 +372,7 @@ def catch_up(dsn: str, bootstrap: str, rate: float, seconds: float) -> dict[str,
     from cdcbox.groups import lag
 
     aggregate_type = f"benchcatch{uuid.uuid4().hex[:6]}"
-    ensure_topics(bootstrap, [wire.topic_for(aggregate_type)])
+    ensure_topics(KafkaSettings(bootstrap), [wire.topic_for(aggregate_type)])
     name = f"bench-catchup-{uuid.uuid4().hex[:6]}"
     produce = writer_process(dsn, "public", aggregate_type, rate, seconds)
     writer = threading.Thread(target=produce)
@@ -390,7 +391,7 @@ def catch_up(dsn: str, bootstrap: str, rate: float, seconds: float) -> dict[str,
     first.stop()
     runner.join(timeout=30)
     time.sleep(seconds / 3)  # the consumer is down; the backlog grows
-    backlog = sum(p.lag for p in lag(bootstrap, name))
+    backlog = sum(p.lag for p in lag(KafkaSettings(bootstrap), name))
     second = consumer()
     restarted = time.perf_counter()
     runner = threading.Thread(target=second.run, daemon=True)

@@ -9,12 +9,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import psycopg
-from kafka.errors import KafkaError
 
 from cdcbox.connect import ConnectClient
 from cdcbox.connectors import ConnectorSpec
 from cdcbox.errors import CdcboxError
-from cdcbox.kafka_admin import admin_client
+from cdcbox.kafka_client import Admin, KafkaSettings
 from cdcbox.names import DbNames
 from cdcbox.slots import slot_status
 from cdcbox.stack.connect_worker import DEBEZIUM_POSTGRES_CLASS
@@ -182,11 +181,10 @@ def connect_checks(client: ConnectClient, expected: str) -> list[Check]:
     ]
 
 
-def kafka_checks(bootstrap: str, topics: list[str]) -> list[Check]:
-    with admin_client(bootstrap) as admin:
-        existing = set(admin.list_topics())
-        described = admin.describe_topics([t for t in topics if t in existing]) if topics else []
-    partitions = {d["name"]: len(d["partitions"]) for d in described}
+def kafka_checks(kafka: KafkaSettings, topics: list[str]) -> list[Check]:
+    with Admin(kafka) as admin:
+        existing = admin.list_topics()
+        partitions = admin.partition_counts([t for t in topics if t in existing])
     return [
         Check(
             f"topic {t}",
@@ -205,7 +203,7 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
     def guarded(name: str, fn: Callable[[], list[Check]], fix: str) -> None:
         try:
             checks.extend(fn())
-        except (CdcboxError, psycopg.Error, KafkaError) as e:
+        except (CdcboxError, psycopg.Error) as e:
             checks.append(Check(name, False, str(e).splitlines()[0], fix))
 
     if inputs.conn is not None:
@@ -226,7 +224,7 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
         bootstrap = inputs.bootstrap_servers
         guarded(
             "kafka",
-            lambda: kafka_checks(bootstrap, topics),
+            lambda: kafka_checks(KafkaSettings(bootstrap), topics),
             "check --bootstrap-servers / CDCBOX_BOOTSTRAP_SERVERS",
         )
     return checks

@@ -45,3 +45,21 @@ class SchemaError(CdcboxError, ValueError):
 
 class PoisonRecord(CdcboxError, ValueError):
     """A Kafka record cannot be decoded into an event; it goes to the dead-letter topic."""
+
+
+class KafkaRequestError(CdcboxError, RuntimeError):
+    """Kafka refused a request (too large, not authorised, …); `kind` names kafka-python's
+    error class, so callers can tell a permanent refusal from a passing one."""
+
+    def __init__(self, message: str, *, kind: str, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retriable = retriable
+
+
+class CommitRefused(KafkaRequestError):
+    """The group rebalanced before an offset commit; the records will be redelivered."""
+
+
+class KafkaUnavailable(ServiceUnavailable):
+    """No broker answered in time (retriable: connection, timeout, no leader)."""

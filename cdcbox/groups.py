@@ -6,18 +6,11 @@ undo it. `dry_run` computes the same plan without applying it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
 
-from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata
-
-from cdcbox.errors import ServiceUnavailable, UsageError
-from cdcbox.kafka_admin import admin_client
+from cdcbox.errors import UsageError
+from cdcbox.kafka_client import Admin, Consumer, KafkaSettings, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -40,36 +33,26 @@ class ResetStep:
     target: int
 
 
-@contextmanager
-def _offsets_reader(bootstrap: str) -> Iterator[KafkaConsumer]:
-    try:
-        reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    except KafkaError as e:
-        raise ServiceUnavailable(f"Kafka at {bootstrap} is unreachable: {e}") from e
-    try:
-        yield reader
-    finally:
-        reader.close()
+def _offsets_reader(kafka: KafkaSettings) -> Consumer:
+    return Consumer(kafka, group_id=None)
 
 
-def list_groups(bootstrap: str) -> list[tuple[str, str]]:
-    with admin_client(bootstrap) as admin:
-        groups = admin.list_groups()
-    return sorted((g["group_id"], str(g.get("group_state", "?"))) for g in groups)
+def list_groups(kafka: KafkaSettings) -> list[tuple[str, str]]:
+    with Admin(kafka) as admin:
+        return sorted(admin.list_groups())
 
 
-def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
-    with admin_client(bootstrap) as admin:
-        offsets = admin.list_group_offsets({group: None}).get(group, {})
-    return {tp: om.offset for tp, om in offsets.items() if om.offset >= 0}
+def committed(kafka: KafkaSettings, group: str) -> dict[TopicPartition, int]:
+    with Admin(kafka) as admin:
+        return admin.group_offsets(group)
 
 
-def lag(bootstrap: str, group: str) -> list[PartitionLag]:
+def lag(kafka: KafkaSettings, group: str) -> list[PartitionLag]:
     """Per partition the group has committed to: committed offset, end offset, lag."""
-    done = committed(bootstrap, group)
+    done = committed(kafka, group)
     if not done:
         return []
-    with _offsets_reader(bootstrap) as reader:
+    with _offsets_reader(kafka) as reader:
         ends = reader.end_offsets(list(done))
     return [
         PartitionLag(tp.topic, tp.partition, done.get(tp), ends[tp])
@@ -77,16 +60,16 @@ def lag(bootstrap: str, group: str) -> list[PartitionLag]:
     ]
 
 
-def active_members(bootstrap: str, group: str) -> list[str]:
-    with admin_client(bootstrap) as admin:
-        description: dict[str, Any] = admin.describe_groups([group]).get(group, {})
-    return [str(m.get("member_id")) for m in description.get("members", []) or []]
+def active_members(kafka: KafkaSettings, group: str) -> list[str]:
+    with Admin(kafka) as admin:
+        return admin.group_members(group)
 
 
-def plan_reset(bootstrap: str, group: str, to: str, topic: str | None) -> list[ResetStep]:
+def plan_reset(kafka: KafkaSettings, group: str, to: str, topic: str | None) -> list[ResetStep]:
     """Where each partition would go: earliest, latest, an ISO datetime, or an offset."""
-    current = committed(bootstrap, group)
-    with _offsets_reader(bootstrap) as reader:
+    target = parse_target(to)
+    current = committed(kafka, group)
+    with _offsets_reader(kafka) as reader:
         topics = [topic] if topic else sorted({tp.topic for tp in current})
         if not topics:
             raise UsageError(f"group {group!r} has no committed offsets; name a --topic")
@@ -96,19 +79,17 @@ def plan_reset(bootstrap: str, group: str, to: str, topic: str | None) -> list[R
             if not ids:
                 raise UsageError(f"topic {t!r} does not exist")
             partitions += [TopicPartition(t, p) for p in sorted(ids)]
-        targets = _targets(reader, partitions, to)
+        targets = _targets(reader, partitions, target)
     return [ResetStep(tp.topic, tp.partition, current.get(tp), targets[tp]) for tp in partitions]
 
 
-def _targets(
-    reader: KafkaConsumer, partitions: list[TopicPartition], to: str
-) -> dict[TopicPartition, int]:
-    if to == "earliest":
-        return dict(reader.beginning_offsets(partitions))
-    if to == "latest":
-        return dict(reader.end_offsets(partitions))
+def parse_target(to: str) -> str | int | datetime:
+    """Validate `--to` before any service is asked: earliest, latest, an offset or a
+    datetime (a naive one is UTC)."""
+    if to in ("earliest", "latest"):
+        return to
     if to.isdigit():
-        return {tp: int(to) for tp in partitions}
+        return int(to)
     try:
         when = datetime.fromisoformat(to)
     except ValueError as e:
@@ -116,29 +97,40 @@ def _targets(
             f"--to {to!r}: expected earliest, latest, an offset or an ISO "
             "datetime such as 2026-12-02T10:00:00+00:00"
         ) from e
-    ms = int(when.timestamp() * 1000)
-    found = reader.offsets_for_times({tp: ms for tp in partitions})
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _targets(
+    reader: Consumer, partitions: list[TopicPartition], to: str | int | datetime
+) -> dict[TopicPartition, int]:
+    if to == "earliest":
+        return reader.beginning_offsets(partitions)
+    if to == "latest":
+        return reader.end_offsets(partitions)
+    if isinstance(to, int):
+        return {tp: to for tp in partitions}
+    assert isinstance(to, datetime)
+    found = reader.offsets_for_times({tp: int(to.timestamp() * 1000) for tp in partitions})
     ends = reader.end_offsets(partitions)
-    return {tp: (found[tp].offset if found.get(tp) else ends[tp]) for tp in partitions}
+    return {tp: o if (o := found.get(tp)) is not None else ends[tp] for tp in partitions}
 
 
 def reset(
-    bootstrap: str, group: str, to: str, topic: str | None = None, dry_run: bool = False
+    kafka: KafkaSettings, group: str, to: str, topic: str | None = None, dry_run: bool = False
 ) -> list[ResetStep]:
-    members = active_members(bootstrap, group)
+    """Move the group's committed offsets to `to` (validated first); refused while the
+    group has members, whose next commit would undo it."""
+    parse_target(to)
+    members = active_members(kafka, group)
     if members and not dry_run:
         raise UsageError(
             f"group {group!r} has {len(members)} active member(s); stop its "
             "consumers first, or their next commit undoes the reset"
         )
-    steps = plan_reset(bootstrap, group, to, topic)
+    steps = plan_reset(kafka, group, to, topic)
     if not dry_run:
-        with admin_client(bootstrap) as admin:
+        with Admin(kafka) as admin:
             admin.alter_group_offsets(
-                group,
-                {
-                    TopicPartition(s.topic, s.partition): OffsetAndMetadata(s.target, "", -1)
-                    for s in steps
-                },
+                group, {TopicPartition(s.topic, s.partition): s.target for s in steps}
             )
     return steps

@@ -1,4 +1,4 @@
-"""The inbox and the aggregate-version guard: all SQL of the consumer side, in one place.
+"""The inbox (`consumer_inbox`): which events each consumer has applied, skipped or failed.
 
 The claim is one `INSERT … ON CONFLICT` keyed by (event_id, consumer_name): no row back
 means the event was already applied (or skipped) by this consumer. The row is written as
@@ -14,27 +14,22 @@ the applied ones PROCESSED and the stale ones SKIPPED with one UPDATE each.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-if TYPE_CHECKING:
-    from cdcbox.consumer.event import Event
-
+from cdcbox.event import Event
 from cdcbox.names import DbNames
 
 
-@dataclass(frozen=True)
-class GuardResult:
-    applied: bool  # False: the event is stale (not newer than the last applied)
-    previous: int | None  # the version applied before, None for a new aggregate
-
-
 class Inbox:
+    """The inbox table's statements. Guarantee: at most one PROCESSED or SKIPPED row per
+    (event id, consumer name), written in the caller's transaction, so an effect committed
+    with its row is never applied a second time by that consumer."""
+
     def __init__(self, names: DbNames = DbNames()) -> None:
-        inbox, versions = names.table("inbox"), names.table("versions")
+        inbox = names.table("inbox")
         self._claim = sql.SQL(
             "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
             "aggregate_id, aggregate_version, status, processed_at, source_topic, "
@@ -75,35 +70,10 @@ class Inbox:
             "u(event_id, consumer_name, status, reason) "
             "WHERE i.event_id = u.event_id AND i.consumer_name = u.consumer_name"
         ).format(inbox)
-        # Read the previous version and advance it in one round trip; the row lock taken by
-        # the upsert serialises two consumers racing on one aggregate.
-        self._guard = sql.SQL(
-            "WITH prev AS (SELECT version FROM {v} WHERE consumer_name = %(c)s "
-            "AND aggregate_type = %(t)s AND aggregate_id = %(a)s), "
-            "up AS (INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
-            "VALUES (%(c)s, %(t)s, %(a)s, %(n)s) ON CONFLICT "
-            "(consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = "
-            "EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
-            "RETURNING 1) SELECT (SELECT version FROM prev), (SELECT count(*) FROM up)"
-        ).format(v=versions)
 
     def claim(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> bool:
         """Insert the inbox row as PROCESSED; False when this consumer already has it."""
-        row = conn.execute(
-            self._claim,
-            (
-                event.event_id,
-                consumer,
-                event.event_type,
-                event.aggregate_type,
-                event.aggregate_id,
-                event.aggregate_version,
-                event.topic,
-                event.partition,
-                event.offset,
-            ),
-        ).fetchone()
-        return row is not None
+        return conn.execute(self._claim, _row(event, consumer)).fetchone() is not None
 
     def claim_many(
         self, conn: psycopg.Connection[Any], claims: list[tuple[Event, str]]
@@ -111,25 +81,7 @@ class Inbox:
         """Claim (event, consumer) pairs with one statement; returns those that are new."""
         if not claims:
             return set()
-        columns = list(
-            zip(
-                *[
-                    (
-                        e.event_id,
-                        c,
-                        e.event_type,
-                        e.aggregate_type,
-                        e.aggregate_id,
-                        e.aggregate_version,
-                        e.topic,
-                        e.partition,
-                        e.offset,
-                    )
-                    for e, c in claims
-                ],
-                strict=True,
-            )
-        )
+        columns = list(zip(*[_row(e, c) for e, c in claims], strict=True))
         rows = conn.execute(self._claim_many, [list(col) for col in columns]).fetchall()
         return {(row[0], row[1]) for row in rows}
 
@@ -155,36 +107,20 @@ class Inbox:
         self, conn: psycopg.Connection[Any], event: Event, consumer: str, attempts: int, error: str
     ) -> None:
         """Remember a dead-lettered event and why (own transaction, after the rollback)."""
-        conn.execute(
-            self._fail,
-            (
-                event.event_id,
-                consumer,
-                event.event_type,
-                event.aggregate_type,
-                event.aggregate_id,
-                event.aggregate_version,
-                attempts,
-                error[:4000],
-                event.topic,
-                event.partition,
-                event.offset,
-            ),
-        )
+        row = _row(event, consumer)
+        conn.execute(self._fail, (*row[:6], attempts, error[:4000], *row[6:]))
 
-    def advance_version(
-        self, conn: psycopg.Connection[Any], event: Event, consumer: str
-    ) -> GuardResult:
-        """The version guard: advance the aggregate's version if this event is newer."""
-        assert event.aggregate_version is not None
-        row = conn.execute(
-            self._guard,
-            {
-                "c": consumer,
-                "t": event.aggregate_type,
-                "a": event.aggregate_id,
-                "n": event.aggregate_version,
-            },
-        ).fetchone()
-        assert row is not None
-        return GuardResult(applied=bool(row[1]), previous=row[0])
+
+def _row(event: Event, consumer: str) -> tuple[Any, ...]:
+    """The inbox row's identity and source columns, in the statements' column order."""
+    return (
+        event.event_id,
+        consumer,
+        event.event_type,
+        event.aggregate_type,
+        event.aggregate_id,
+        event.aggregate_version,
+        event.topic,
+        event.partition,
+        event.offset,
+    )

@@ -4,21 +4,29 @@ operator releases the aggregate (and replays the dead letters, in order)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-if TYPE_CHECKING:
-    from cdcbox.consumer.event import Event
-
+from cdcbox.event import Event
 from cdcbox.names import DbNames
 
 ParkedKey = tuple[str, str, str]  # consumer_name, aggregate_type, aggregate_id
 
 
 class Parking:
+    """The parked-aggregate table and this process's cache of it.
+
+    The cache (`might_be_parked`) is only a shortcut for the common case "not parked":
+    `is_parked` asks the database, so an operator's release counts at once, and a key
+    this process parked is in the cache from the moment it commits. `refresh` reloads the
+    cache from the table (the consumer calls it at start, now and then, and on every
+    partition assignment, so a park made by another member is seen).
+    """
+
     def __init__(self, names: DbNames = DbNames()) -> None:
+        self._cache: set[ParkedKey] = set()
         table = names.table("parked")
         self._select = sql.SQL(
             "SELECT consumer_name, aggregate_type, aggregate_id FROM {} "
@@ -40,17 +48,30 @@ class Parking:
             "FROM {} ORDER BY parked_at"
         ).format(table)
 
-    def load(self, conn: psycopg.Connection[Any], consumers: list[str]) -> set[ParkedKey]:
-        return {(r[0], r[1], r[2]) for r in conn.execute(self._select, (consumers,))}
+    def refresh(self, conn: psycopg.Connection[Any], consumers: list[str]) -> None:
+        """Reload the cache with the parked aggregates of these consumers."""
+        self._cache = {(r[0], r[1], r[2]) for r in conn.execute(self._select, (consumers,))}
+
+    def might_be_parked(self, key: ParkedKey) -> bool:
+        return key in self._cache
 
     def is_parked(self, conn: psycopg.Connection[Any], key: ParkedKey) -> bool:
-        return conn.execute(self._exists, key).fetchone() is not None
+        """The database's answer; a released key leaves the cache here."""
+        parked = conn.execute(self._exists, key).fetchone() is not None
+        if not parked:
+            self._cache.discard(key)
+        return parked
 
     def park(self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str) -> None:
+        """Park the event's aggregate in the caller's transaction (cached once it commits:
+        call `remember` after the commit)."""
         conn.execute(
             self._park,
             (consumer, event.aggregate_type, event.aggregate_id, event.event_id, reason[:2000]),
         )
+
+    def remember(self, key: ParkedKey) -> None:
+        self._cache.add(key)
 
     def release(
         self, conn: psycopg.Connection[Any], consumer: str, aggregate_type: str, aggregate_id: str

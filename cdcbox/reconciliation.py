@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-if TYPE_CHECKING:
-    from cdcbox.consumer.event import Event
-
+from cdcbox.event import Event
 from cdcbox.names import DbNames
 
 

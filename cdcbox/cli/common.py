@@ -21,6 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 import click
 
 from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
+from cdcbox.kafka_client import KafkaSettings
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -46,6 +47,9 @@ class Settings:
         if not self.bootstrap_servers:
             raise ConfigError("no Kafka: pass --bootstrap-servers or set CDCBOX_BOOTSTRAP_SERVERS")
         return self.bootstrap_servers
+
+    def kafka(self) -> KafkaSettings:
+        return KafkaSettings(self.require_bootstrap())
 
     def require_connect(self) -> str:
         if not self.connect_url:

@@ -11,7 +11,8 @@ from typing import Any, cast
 
 import click
 
-from cdcbox import connector_offsets, dead_letters, groups, retention, slots
+from cdcbox import connector_offsets, groups, retention, slots
+from cdcbox import dlq as dead_letters
 from cdcbox.cli.common import handle_errors, print_json, print_table, settings
 from cdcbox.cli.connectors import client, connectors_group
 from cdcbox.cli.relay import outbox as outbox_group
@@ -20,12 +21,13 @@ from cdcbox.connectors import load_specs
 from cdcbox.db import connect
 from cdcbox.doctor import DoctorInputs, run_checks
 from cdcbox.errors import UsageError
-from cdcbox.kafka_admin import topic_retention_ms
+from cdcbox.kafka_client import KafkaSettings
 from cdcbox.migrate import RelayMode
 from cdcbox.names import DbNames
 from cdcbox.parking import Parking
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
+from cdcbox.topics import topic_retention_ms
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -127,7 +129,7 @@ def groups_group() -> None:
 @click.pass_context
 @handle_errors
 def groups_list(ctx: click.Context, as_json: bool) -> None:
-    rows = groups.list_groups(settings(ctx).require_bootstrap())
+    rows = groups.list_groups(settings(ctx).kafka())
     if as_json:
         print_json([{"group": g, "state": s} for g, s in rows])
     else:
@@ -140,7 +142,7 @@ def groups_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def groups_lag(ctx: click.Context, group: str, as_json: bool) -> None:
-    rows = groups.lag(settings(ctx).require_bootstrap(), group)
+    rows = groups.lag(settings(ctx).kafka(), group)
     if as_json:
         print_json(
             [
@@ -172,7 +174,7 @@ def groups_lag(ctx: click.Context, group: str, as_json: bool) -> None:
 def groups_reset(
     ctx: click.Context, group: str, to: str, topic: str | None, dry_run: bool, as_json: bool
 ) -> None:
-    steps = groups.reset(settings(ctx).require_bootstrap(), group, to, topic, dry_run)
+    steps = groups.reset(settings(ctx).kafka(), group, to, topic, dry_run)
     if as_json:
         print_json([vars(s) for s in steps])
     else:
@@ -372,7 +374,7 @@ def inbox_purge(
     topic_ret = (
         retention.parse_duration(topic_retention)
         if topic_retention
-        else _topic_retention(settings(ctx).require_bootstrap())
+        else _topic_retention(settings(ctx).kafka())
     )
     floor = retention.InboxFloor(
         topic_ret, retention.parse_duration(retry_window), retention.parse_duration(repair_window)
@@ -395,8 +397,8 @@ def inbox_purge(
     click.echo(f"deleted {deleted} inbox rows")
 
 
-def _topic_retention(bootstrap: str) -> timedelta:
-    return timedelta(milliseconds=topic_retention_ms(bootstrap))
+def _topic_retention(kafka: KafkaSettings) -> timedelta:
+    return timedelta(milliseconds=topic_retention_ms(kafka))
 
 
 # --- dead letters ---------------------------------------------------------------------
@@ -411,7 +413,7 @@ def dlq() -> None:
 @click.pass_context
 @handle_errors
 def dlq_list(ctx: click.Context, topic: str, as_json: bool) -> None:
-    letters = dead_letters.read(settings(ctx).require_bootstrap(), topic)
+    letters = dead_letters.read(settings(ctx).kafka(), topic)
     if as_json:
         print_json([d.summary() for d in letters])
     else:
@@ -437,11 +439,7 @@ def dlq_list(ctx: click.Context, topic: str, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def dlq_show(ctx: click.Context, topic: str, event_id: str) -> None:
-    letters = [
-        d
-        for d in dead_letters.read(settings(ctx).require_bootstrap(), topic)
-        if d.event_id == event_id
-    ]
+    letters = [d for d in dead_letters.read(settings(ctx).kafka(), topic) if d.event_id == event_id]
     if not letters:
         raise UsageError(f"no dead letter with event id {event_id} in {topic}")
     for d in letters:
@@ -472,10 +470,8 @@ def dlq_replay(
     """Republish dead letters to their original topic, same key, value and event id."""
     if not event_ids and not replay_all:
         raise UsageError("name --event-id ... or --all")
-    bootstrap = settings(ctx).require_bootstrap()
-    letters = [
-        d for d in dead_letters.read(bootstrap, topic) if replay_all or d.event_id in event_ids
-    ]
+    kafka = settings(ctx).kafka()
+    letters = [d for d in dead_letters.read(kafka, topic) if replay_all or d.event_id in event_ids]
     if release:
         with _db(ctx) as conn:
             parking = Parking()
@@ -488,7 +484,7 @@ def dlq_replay(
                         (d.key or b"").decode(),
                     )
     with click.progressbar(length=len(letters), label="replaying") as bar:
-        count = dead_letters.replay(bootstrap, letters, progress=bar.update)
+        count = dead_letters.replay(kafka, letters, progress=bar.update)
     click.echo(f"replayed {count} dead letter(s) from {topic}")
 
 

@@ -5,10 +5,10 @@ Each record goes decode → inbox → version guard → handler → commit → K
 """
 
 from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
-from cdcbox.consumer.event import Event
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.runner import Consumer
 from cdcbox.consumer.stats import ConsumerStats, Outcome
+from cdcbox.event import Event
 
 __all__ = [
     "Consumer",

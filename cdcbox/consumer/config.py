@@ -8,6 +8,7 @@ from typing import Literal
 
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import BreakerPolicy
+from cdcbox.kafka_client import KafkaSettings
 
 Unhandled = Literal["skip", "dead-letter"]
 GapPolicy = Literal["apply", "hold"]
@@ -30,6 +31,10 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class ConsumerConfig:
+    """Everything a `Consumer` needs, explicit and frozen; `cdc-ctl consume` builds it from
+    flags and environment variables. The defaults are the safe ones: per-record
+    transactions, parking on, gaps applied, the breaker on."""
+
     bootstrap_servers: str
     dsn: str
     group_id: str
@@ -59,3 +64,7 @@ class ConsumerConfig:
     # sees it at once, and refresh metadata often enough to notice new partitions.
     create_missing_topics: bool = True
     metadata_max_age_ms: int = 30_000
+
+    @property
+    def kafka(self) -> KafkaSettings:
+        return KafkaSettings(self.bootstrap_servers)

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from cdcbox import wire
-from cdcbox.consumer.event import Event
+from cdcbox.event import Event
 
 
 class Handler:

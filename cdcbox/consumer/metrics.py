@@ -1,13 +1,9 @@
-"""Prometheus metrics of one consumer, in a registry of its own (no process globals), and
-the HTTP endpoint serving /metrics and /healthz that the consumer and the relay share."""
+"""Prometheus metrics of one consumer, in a registry of its own (no process globals);
+`cdcbox.http_metrics` serves them."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class ConsumerMetrics:
@@ -47,35 +43,3 @@ class ConsumerMetrics:
             "1 while the circuit breaker holds records back",
             registry=self.registry,
         )
-
-
-def serve(
-    registry: CollectorRegistry, host: str, port: int, healthy: threading.Event
-) -> ThreadingHTTPServer:
-    """Serve /metrics and /healthz (200 while `healthy` is set) on a daemon thread."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                body, status, kind = generate_latest(registry), 200, CONTENT_TYPE_LATEST
-            elif self.path == "/healthz":
-                ok = healthy.is_set()
-                body, status, kind = (
-                    (b"ok\n" if ok else b"stopping\n"),
-                    (200 if ok else 503),
-                    "text/plain",
-                )
-            else:
-                body, status, kind = b"not found\n", 404, "text/plain"
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="cdcbox-metrics", daemon=True).start()
-    return server

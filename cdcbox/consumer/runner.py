@@ -16,24 +16,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import CommitFailedError, KafkaError
-from kafka.structs import OffsetAndMetadata
-
+from cdcbox import kafka_client
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
-from cdcbox.consumer.dead_letter import DeadLetterError, DeadLetters
 from cdcbox.consumer.handler import Handler
-from cdcbox.consumer.metrics import serve
-from cdcbox.consumer.pipeline import RecordPipeline, Stores
+from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
+from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting
-from cdcbox.errors import ConfigError, ServiceUnavailable
-from cdcbox.inbox import Inbox
-from cdcbox.kafka_admin import ensure_topics
+from cdcbox.dlq import DeadLetterError, DeadLetterPublisher
+from cdcbox.errors import CommitRefused, ConfigError, ServiceUnavailable
+from cdcbox.http_metrics import serve
+from cdcbox.kafka_client import Producer, TopicPartition
 from cdcbox.names import DbNames
-from cdcbox.parking import ParkedKey, Parking
-from cdcbox.reconciliation import Reconciliation
+from cdcbox.topics import ensure_topics
 
 log = logging.getLogger("cdcbox.consumer")
 _CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
@@ -84,9 +80,9 @@ class Consumer:
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self.connection = Reconnecting(config.dsn)
-        self._stores = Stores(Inbox(names), Reconciliation(names), Parking(names))
-        self._kafka: KafkaConsumer | None = None
-        self._producer: KafkaProducer | None = None
+        self._stores = Stores.for_schema(names)
+        self._kafka: kafka_client.Consumer | None = None
+        self._producer: Producer | None = None
 
     @property
     def topics(self) -> list[str]:
@@ -105,34 +101,25 @@ class Consumer:
         """Ask the loop to finish the in-flight batch, commit and return (signal-safe)."""
         self._stop.set()
 
-    def _open_kafka(self) -> tuple[KafkaConsumer, KafkaProducer]:
+    def _open_kafka(self) -> tuple[kafka_client.Consumer, Producer]:
         c = self.config
-        try:
-            consumer = KafkaConsumer(
-                bootstrap_servers=c.bootstrap_servers,
-                group_id=c.group_id,
-                client_id=c.client_id,
-                enable_auto_commit=False,
-                auto_offset_reset=c.auto_offset_reset,
-                fetch_max_wait_ms=c.fetch_max_wait_ms,
-                max_poll_records=c.max_poll_records,
-                metadata_max_age_ms=c.metadata_max_age_ms,
-            )
-            producer = KafkaProducer(
-                bootstrap_servers=c.bootstrap_servers,
-                acks="all",
-                client_id=c.client_id + "-dlq",
-                linger_ms=0,
-            )
-        except KafkaError as e:
-            raise ServiceUnavailable(f"Kafka at {c.bootstrap_servers} is unreachable: {e}") from e
+        consumer = kafka_client.Consumer(
+            c.kafka,
+            group_id=c.group_id,
+            client_id=c.client_id,
+            auto_offset_reset=c.auto_offset_reset,
+            fetch_max_wait_ms=c.fetch_max_wait_ms,
+            max_poll_records=c.max_poll_records,
+            metadata_max_age_ms=c.metadata_max_age_ms,
+        )
+        producer = Producer(c.kafka, client_id=c.client_id + "-dlq", linger_ms=0)
         if c.create_missing_topics:
-            ensure_topics(c.bootstrap_servers, self.topics)
+            ensure_topics(c.kafka, self.topics)
             self._await_partitions(consumer)
-        consumer.subscribe(topics=self.topics)
+        consumer.subscribe(self.topics)
         return consumer, producer
 
-    def _await_partitions(self, consumer: KafkaConsumer, timeout_s: float = 30) -> None:
+    def _await_partitions(self, consumer: kafka_client.Consumer, timeout_s: float = 30) -> None:
         """Let this client's metadata see the (possibly just created) topics' partitions:
         a group assignment computed without them gives this member nothing to consume."""
         deadline = time.monotonic() + timeout_s
@@ -154,7 +141,7 @@ class Consumer:
         pipeline = RecordPipeline(
             self._dispatch,
             self._stores,
-            DeadLetters(producer, self.config.dlq_suffix),
+            DeadLetterPublisher(producer, self.config.dlq_suffix),
             self.config,
             self.stats,
             CircuitBreaker(self.config.breaker),
@@ -169,13 +156,14 @@ class Consumer:
             )
         self._healthy.set()
         last_activity = refreshed = time.monotonic()
-        pipeline.parked = self._load_parked()
+        self._refresh_parked()
         try:
             while not self._stop.is_set():
                 if max_records is not None and self.stats.total >= max_records:
                     break
                 if time.monotonic() - refreshed > self.config.parked_refresh_s:
-                    pipeline.parked, refreshed = self._load_parked(), time.monotonic()
+                    self._refresh_parked()
+                    refreshed = time.monotonic()
                 batch = kafka.poll(timeout_ms=self.config.poll_timeout_ms)
                 if not batch:
                     idle = time.monotonic() - last_activity
@@ -192,18 +180,20 @@ class Consumer:
             self.close()
         return self.stats
 
-    def _load_parked(self) -> set[ParkedKey]:
-        """Parked aggregates, re-read now and then so an operator's release takes effect."""
-        if not self.config.park_aggregates:
-            return set()
-        conn = self.connection()
-        with conn.transaction():
-            return self._stores.parking.load(conn, self.consumer_names)
+    def _refresh_parked(self) -> None:
+        """Re-read the parked aggregates now and then, so a park made elsewhere is seen."""
+        if self.config.park_aggregates:
+            conn = self.connection()
+            with conn.transaction():
+                self._stores.parking.refresh(conn, self.consumer_names)
 
     def _process_batch(
-        self, kafka: KafkaConsumer, pipeline: RecordPipeline, batch: dict[TopicPartition, list[Any]]
+        self,
+        kafka: kafka_client.Consumer,
+        pipeline: RecordPipeline,
+        batch: dict[TopicPartition, list[Any]],
     ) -> None:
-        done: dict[TopicPartition, OffsetAndMetadata] = {}
+        done: dict[TopicPartition, int] = {}
         for tp, records in batch.items():
             try:
                 if self.config.batch_mode:
@@ -211,18 +201,18 @@ class Consumer:
                 else:
                     for record in records:
                         pipeline.process(self.connection, record)
-                        done[tp] = OffsetAndMetadata(record.offset + 1, "", -1)
+                        done[tp] = record.offset + 1
             except DeadLetterError as e:
                 # Neither applied nor dead-lettered: commit what ended, come back to the rest.
                 log.error("%s; will retry from there", e)
-                kafka.seek(tp, done[tp].offset if tp in done else records[0].offset)
+                kafka.seek(tp, done.get(tp, records[0].offset))
                 self._stop.wait(self.config.retry.max_delay_s)
                 continue
-            done[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
+            done[tp] = records[-1].offset + 1
         if done:
             try:
                 kafka.commit(done)
-            except CommitFailedError as e:
+            except CommitRefused as e:
                 # The group rebalanced under us: the partitions' new owner gets these
                 # records again, and the inbox turns them into counted duplicates.
                 log.warning(

@@ -7,6 +7,8 @@ import random
 import socket
 from dataclasses import dataclass, field
 
+from cdcbox.kafka_client import KafkaSettings
+
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -27,6 +29,10 @@ class RelayBackoff:
 
 @dataclass(frozen=True)
 class RelayConfig:
+    """Everything a `RelayWorker` needs, explicit and frozen. With the defaults a row is
+    SENT only after Kafka acknowledged it (acks=all, idempotent producer) and an
+    aggregate's rows are published in id order across failures and workers."""
+
     dsn: str
     bootstrap_servers: str
     worker_id: str = field(default_factory=default_worker_id)
@@ -45,3 +51,7 @@ class RelayConfig:
     linger_ms: int = 5
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+
+    @property
+    def kafka(self) -> KafkaSettings:
+        return KafkaSettings(self.bootstrap_servers)

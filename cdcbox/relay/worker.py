@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from kafka import KafkaProducer
-from kafka.errors import KafkaError
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from psycopg import sql
 
-from cdcbox.consumer.metrics import serve
 from cdcbox.db import Reconnecting, connect
-from cdcbox.errors import ServiceUnavailable
+from cdcbox.errors import KafkaRequestError, ServiceUnavailable
+from cdcbox.http_metrics import serve
+from cdcbox.kafka_client import Producer
 from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
 from cdcbox.relay.records import to_record
@@ -70,27 +69,21 @@ class RelayWorker:
         self._stop = threading.Event()
         self.connection = Reconnecting(config.dsn)
         self._listener: psycopg.Connection[Any] | None = None
-        self._producer: KafkaProducer | None = None
+        self._producer: Producer | None = None
 
     def stop(self) -> None:
         """Finish the batch in flight, settle it, then return from `run` (signal-safe)."""
         self._stop.set()
 
-    def producer(self) -> KafkaProducer:
+    def producer(self) -> Producer:
         if self._producer is None:
-            try:
-                self._producer = KafkaProducer(
-                    bootstrap_servers=self.config.bootstrap_servers,
-                    acks="all",
-                    enable_idempotence=True,
-                    linger_ms=self.config.linger_ms,
-                    bootstrap_timeout_ms=self.config.bootstrap_timeout_ms,
-                    client_id=f"cdcbox-relay-{self.config.worker_id}",
-                )
-            except KafkaError as e:
-                raise ServiceUnavailable(
-                    f"Kafka at {self.config.bootstrap_servers} is unreachable: {e}"
-                ) from e
+            self._producer = Producer(
+                self.config.kafka,
+                enable_idempotence=True,
+                linger_ms=self.config.linger_ms,
+                bootstrap_timeout_ms=self.config.bootstrap_timeout_ms,
+                client_id=f"cdcbox-relay-{self.config.worker_id}",
+            )
         return self._producer
 
     # --- the loop --------------------------------------------------------------------
@@ -183,14 +176,14 @@ class RelayWorker:
                         ),
                     )
                 )
-            except KafkaError as e:
-                failures[row.id] = f"{type(e).__name__}: {e}"
+            except (KafkaRequestError, ServiceUnavailable) as e:
+                failures[row.id] = str(e)
         producer.flush(timeout=self.config.send_timeout_s)
         for row, future in futures:
             try:
                 future.get(timeout=self.config.send_timeout_s)
-            except KafkaError as e:
-                failures[row.id] = f"{type(e).__name__}: {e}"
+            except (KafkaRequestError, ServiceUnavailable) as e:
+                failures[row.id] = str(e)
         # An aggregate's rows after a failed one are released unsent, to go out after it.
         failed_aggregates = {(r.aggregate_type, r.aggregate_id) for r in rows if r.id in failures}
         held = [

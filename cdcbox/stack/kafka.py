@@ -11,10 +11,8 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from kafka import KafkaAdminClient
-from kafka.errors import KafkaError
-
-from cdcbox.errors import StackError
+from cdcbox.errors import CdcboxError, StackError
+from cdcbox.kafka_client import Admin, KafkaSettings
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
@@ -164,12 +162,7 @@ class NativeKafka(JvmComponent):
     def _answers(self) -> bool:
         """True once the broker serves metadata (the cluster has a controller)."""
         try:
-            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000)
-        except KafkaError:
+            with Admin(KafkaSettings(self.bootstrap, request_timeout_ms=3000)) as admin:
+                return admin.controller_id() != -1
+        except CdcboxError:
             return False
-        try:
-            return bool(admin.describe_cluster().get("controller_id", -1) != -1)
-        except KafkaError:
-            return False
-        finally:
-            admin.close()

@@ -13,17 +13,16 @@ from psycopg import sql
 
 from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
-from cdcbox.consumer.event import decode
 from cdcbox.consumer.handler import Handler
-from cdcbox.consumer.pipeline import RecordPipeline, Stores
+from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.signals import RefuseTransition
+from cdcbox.consumer.stores import Stores
 from cdcbox.errors import SchemaError, UsageError
+from cdcbox.event import decode
 from cdcbox.inbox import Inbox
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
-from cdcbox.parking import Parking
-from cdcbox.reconciliation import Reconciliation
 from cdcbox.stack.endpoints import Endpoints
 from tests.helpers import eventually, unique
 
@@ -199,14 +198,14 @@ class Counter(Handler):
         self.applied.append(str(event.aggregate_version))
 
 
-def pipeline_for(stack: Endpoints, handler: Counter) -> RecordPipeline:
+def pipeline_for(stack: Endpoints, handler: Counter, **options: Any) -> RecordPipeline:
     """The pipeline without Kafka: these records never reach the dead-letter path."""
     config = ConsumerConfig(
-        bootstrap_servers="unused", dsn=stack.dsn, group_id=handler.consumer_name
+        bootstrap_servers="unused", dsn=stack.dsn, group_id=handler.consumer_name, **options
     )
     return RecordPipeline(
         {t: handler for t in handler.event_types},
-        Stores(Inbox(), Reconciliation(), Parking()),
+        Stores(),
         dead_letters=None,  # type: ignore[arg-type]
         config=config,
         stats=ConsumerStats(),
@@ -283,15 +282,12 @@ def test_gap_is_held_until_the_missing_version_is_applied(
 ) -> None:
     handler = Counter(unique("consumer"))
     aggregate = unique("agg")
-    held = pipeline_for(stack, handler)
-    held_config = ConsumerConfig(
-        bootstrap_servers="unused",
-        dsn=stack.dsn,
-        group_id=handler.consumer_name,
+    held = pipeline_for(
+        stack,
+        handler,
         gap_policy="hold",
         retry=RetryPolicy(max_attempts=200, initial_delay_s=0.01, max_delay_s=0.02),
     )
-    held.config = held_config
     assert outcome_of(held, db, record(aggregate, 1)) == Outcome.PROCESSED
 
     # Version 3 arrives before 2: it is retried, not applied, while 2 is missing ...

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cdcbox.consumer.event import decode
 from cdcbox.errors import PoisonRecord
+from cdcbox.event import decode
 
 
 @dataclass

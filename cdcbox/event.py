@@ -1,6 +1,7 @@
-"""Decoding a Kafka record of the wire contract into a typed `Event`.
+"""An event as a consumer sees it, and decoding a Kafka record of the wire contract
+(`cdcbox.wire`) into one.
 
-A record that cannot be decoded raises `PoisonRecord` with the reason; the runner sends
+A record that cannot be decoded raises `PoisonRecord` with the reason; the consumer sends
 it to the dead-letter topic at once rather than retrying what can never succeed.
 """
 
@@ -19,6 +20,10 @@ from cdcbox.errors import PoisonRecord
 
 @dataclass(frozen=True)
 class Event:
+    """One decoded outbox event. Guarantee: the headers of the wire contract were present
+    and well-formed; `payload` is decoded (JSON, or Avro into the handler's schema) for
+    handled event types; `aggregate_version` is None for an unversioned event."""
+
     event_id: uuid.UUID
     event_type: str
     aggregate_type: str
@@ -32,6 +37,14 @@ class Event:
     topic: str
     partition: int
     offset: int
+
+    @property
+    def log_fields(self) -> str:
+        """How log lines name the event: id, aggregate and trace id."""
+        return (
+            f"{self.event_id} (aggregate {self.aggregate_type}/{self.aggregate_id}, "
+            f"trace {self.trace_id or '-'})"
+        )
 
 
 def headers_of(record: Any) -> dict[str, bytes | None]:

@@ -1,0 +1,33 @@
+"""Step 3, the version guard inside the record's transaction: stale events end as STALE;
+under `gap_policy=hold` an event that skips versions raises `RetryLater` (the missing
+ones may still arrive), so the transaction rolls back, advance included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from cdcbox.consumer.config import GapPolicy
+from cdcbox.consumer.signals import RetryLater
+from cdcbox.consumer.stats import Outcome
+from cdcbox.event import Event
+from cdcbox.version_guard import VersionGuard
+
+
+class GuardStep:
+    def __init__(self, guard: VersionGuard, gap_policy: GapPolicy) -> None:
+        self.guard = guard
+        self.gap_policy = gap_policy
+
+    def check(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> Outcome | None:
+        """None: apply the event (its version was advanced); `Outcome.STALE`: do not."""
+        version = event.aggregate_version
+        if version is None:
+            return None  # unversioned events bypass the guard
+        result = self.guard.advance(conn, event, consumer)
+        if not result.applied:
+            return Outcome.STALE
+        if self.gap_policy == "hold" and result.gap_before(version):
+            raise RetryLater(f"gap: version {version} after {result.previous}")
+        return None

@@ -1,0 +1,79 @@
+"""Step 1, decode and route: a Kafka record becomes an `Event` and the handler that takes
+its type, or ends here as unhandled or undecodable.
+
+Only the payloads of handled event types are decoded (Avro into the handler's pinned
+schema version): a type no handler takes is counted as unhandled whatever its bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cdcbox import wire
+from cdcbox.avro import Catalogue
+from cdcbox.consumer.config import Unhandled
+from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.stats import Outcome
+from cdcbox.errors import PoisonRecord
+from cdcbox.event import Event, decode, decode_payload
+from cdcbox.parking import ParkedKey
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A decoded event and the handler that will apply it."""
+
+    record: Any
+    event: Event
+    handler: Handler
+
+    @property
+    def consumer(self) -> str:
+        return self.handler.consumer_name
+
+    @property
+    def parked_key(self) -> ParkedKey:
+        return (self.handler.consumer_name, self.event.aggregate_type, self.event.aggregate_id)
+
+
+@dataclass(frozen=True)
+class Unroutable:
+    """A record that ends at routing: `UNHANDLED`, or `DEAD_LETTERED` with the error."""
+
+    record: Any
+    event: Event | None
+    outcome: Outcome
+    error: PoisonRecord | None = None
+
+
+class Router:
+    def __init__(
+        self, handlers: Mapping[str, Handler], catalogue: Catalogue | None, unhandled: Unhandled
+    ) -> None:
+        self.handlers = handlers
+        self.catalogue = catalogue
+        self.unhandled = unhandled
+
+    def route(self, record: Any) -> Routed | Unroutable:
+        try:
+            event = decode(record, self._decode_payload)
+        except PoisonRecord as e:
+            return Unroutable(record, None, Outcome.DEAD_LETTERED, e)
+        handler = self.handlers.get(event.event_type)
+        if handler is not None:
+            return Routed(record, event, handler)
+        if self.unhandled == "dead-letter":
+            error = PoisonRecord(f"no handler takes event type {event.event_type!r}")
+            return Unroutable(record, event, Outcome.DEAD_LETTERED, error)
+        return Unroutable(record, event, Outcome.UNHANDLED)
+
+    def _decode_payload(self, content_type: str, event_type: str, value: bytes) -> Any:
+        handler = self.handlers.get(event_type)
+        if handler is None:
+            return value
+        if self.catalogue is None or content_type != wire.CONTENT_TYPE_AVRO:
+            return decode_payload(content_type, event_type, value)
+        reader = self.catalogue.reader_schema(event_type, handler.schema_version)
+        return self.catalogue.decode(value, reader)

@@ -1,0 +1,69 @@
+"""Steps 2 to 4, one record in one local transaction: inbox claim → version guard → the
+handler → the outcome mark, then COMMIT.
+
+The claim writes the inbox row as PROCESSED inside the handler's transaction, so it only
+survives if the handler's change commits with it. A handler's `SkipEvent` or
+`RefuseTransition` rolls its writes back; `record_signal` then records why in a
+transaction of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import psycopg
+
+from cdcbox.consumer.signals import HandlerSignal, RefuseTransition
+from cdcbox.consumer.stats import ConsumerStats, Outcome
+from cdcbox.consumer.steps.guard import GuardStep
+from cdcbox.consumer.steps.route import Routed
+from cdcbox.consumer.stores import Stores
+
+log = logging.getLogger("cdcbox.consumer")
+
+
+class RecordTransaction:
+    def __init__(self, stores: Stores, guard: GuardStep, stats: ConsumerStats) -> None:
+        self.stores = stores
+        self.guard = guard
+        self.stats = stats
+
+    def apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+        """Claim, guard, handle and mark in one transaction; any exception rolls it back."""
+        event, name = routed.event, routed.consumer
+        started = time.perf_counter()
+        with conn.transaction():
+            if not self.stores.inbox.claim(conn, event, name):
+                return Outcome.DUPLICATE
+            outcome = self.guard_and_handle(conn, routed)
+            if outcome is Outcome.STALE:
+                self.stores.inbox.mark_skipped(conn, event, name, "stale version")
+        if outcome is Outcome.PROCESSED:
+            self.stats.handled(name, event.occurred_at, time.perf_counter() - started)
+        return outcome
+
+    def guard_and_handle(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+        """Guard, then the handler, in the caller's transaction (the claim is done)."""
+        stale = self.guard.check(conn, routed.event, routed.consumer)
+        if stale is not None:
+            return stale
+        routed.handler.handle(routed.event, conn)
+        return Outcome.PROCESSED
+
+    def record_signal(
+        self, conn: psycopg.Connection[Any], routed: Routed, signal: HandlerSignal
+    ) -> Outcome:
+        """The handler's writes were rolled back; record why, in a transaction of its own."""
+        event, name = routed.event, routed.consumer
+        with conn.transaction():
+            if not self.stores.inbox.claim(conn, event, name):
+                return Outcome.DUPLICATE
+            if isinstance(signal, RefuseTransition):
+                self.stores.reconciliation.record(conn, event, name, signal.reason)
+                self.stores.inbox.mark_skipped(conn, event, name, f"refused: {signal.reason}")
+                return Outcome.REFUSED
+            self.stores.inbox.mark_skipped(conn, event, name, signal.reason)
+        log.debug("event %s skipped: %s", event.log_fields, signal.reason)
+        return Outcome.SKIPPED

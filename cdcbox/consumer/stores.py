@@ -1,0 +1,23 @@
+"""The consumer's tables, each behind the one module that owns its SQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cdcbox.inbox import Inbox
+from cdcbox.names import DbNames
+from cdcbox.parking import Parking
+from cdcbox.reconciliation import Reconciliation
+from cdcbox.version_guard import VersionGuard
+
+
+@dataclass(frozen=True)
+class Stores:
+    inbox: Inbox = field(default_factory=Inbox)
+    reconciliation: Reconciliation = field(default_factory=Reconciliation)
+    parking: Parking = field(default_factory=Parking)
+    versions: VersionGuard = field(default_factory=VersionGuard)
+
+    @classmethod
+    def for_schema(cls, names: DbNames) -> Stores:
+        return cls(Inbox(names), Reconciliation(names), Parking(names), VersionGuard(names))

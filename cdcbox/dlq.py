@@ -1,0 +1,149 @@
+"""The dead-letter topics (`<topic>.dlq`): what a dead letter carries, publishing one,
+reading them back and replaying them.
+
+The original key, value and headers travel unchanged, so a replay puts the very same
+event back (same event id: the inbox dedupes whatever was applied after all, and
+re-applies what failed, whose inbox row is FAILED); error headers say why and from where.
+A publish is awaited: if it fails, the consumer must not commit the record's offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cdcbox.errors import CdcboxError, UsageError
+from cdcbox.kafka_client import Consumer, KafkaSettings, Producer, TopicPartition
+
+ERROR_HEADERS = (
+    "cdcbox.error.type",
+    "cdcbox.error.message",
+    "cdcbox.error.attempts",
+    "cdcbox.original.topic",
+    "cdcbox.original.partition",
+    "cdcbox.original.offset",
+    "cdcbox.consumer",
+)
+
+
+class DeadLetterError(CdcboxError, RuntimeError):
+    """The dead-letter topic could not be written; the record stays uncommitted."""
+
+
+class DeadLetterPublisher:
+    """Writes a record that cannot be applied to its topic's DLQ and waits for the ack."""
+
+    def __init__(self, producer: Producer, suffix: str = ".dlq", timeout_s: float = 30) -> None:
+        self.producer = producer
+        self.suffix = suffix
+        self.timeout_s = timeout_s
+
+    def publish(
+        self, record: Any, *, error_type: str, message: str, attempts: int, consumer: str
+    ) -> None:
+        # kafka-python cannot write null header values; an absent value travels as b"".
+        original = [(k, v or b"") for k, v in (record.headers or []) if k not in ERROR_HEADERS]
+        extra = zip(
+            ERROR_HEADERS,
+            (
+                error_type,
+                message[:4000],
+                str(attempts),
+                record.topic,
+                str(record.partition),
+                str(record.offset),
+                consumer,
+            ),
+            strict=True,
+        )
+        headers = original + [(k, v.encode()) for k, v in extra]
+        try:
+            self.producer.send(
+                record.topic + self.suffix, key=record.key, value=record.value, headers=headers
+            ).get(timeout=self.timeout_s)
+        except CdcboxError as e:
+            raise DeadLetterError(
+                f"cannot publish {record.topic}[{record.partition}]@{record.offset} to "
+                f"{record.topic + self.suffix}: {e}"
+            ) from e
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+    def header(self, name: str) -> str:
+        for k, v in self.headers:
+            if k == name:
+                return (v or b"").decode(errors="replace")
+        return ""
+
+    @property
+    def event_id(self) -> str:
+        return self.header("id")
+
+    @property
+    def original_topic(self) -> str:
+        return self.header("cdcbox.original.topic")
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "event_id": self.event_id,
+            "event_type": self.header("event_type"),
+            "aggregate": (self.key or b"").decode(errors="replace"),
+            "consumer": self.header("cdcbox.consumer"),
+            "error": self.header("cdcbox.error.type"),
+            "message": self.header("cdcbox.error.message"),
+            "original_topic": self.original_topic,
+        }
+
+
+def read(kafka: KafkaSettings, topic: str) -> list[DeadLetter]:
+    """Every record currently in the dead-letter topic, in partition/offset order."""
+    with Consumer(kafka, group_id=None) as reader:
+        ids = reader.partitions_for_topic(topic)
+        if not ids:
+            raise UsageError(f"no topic {topic!r} (dead-letter topics are <topic>.dlq)")
+        partitions = [TopicPartition(topic, p) for p in sorted(ids)]
+        reader.assign(partitions)
+        reader.seek_to_beginning(*partitions)
+        ends = reader.end_offsets(partitions)
+        letters: list[DeadLetter] = []
+        while any(reader.position(tp) < ends[tp] for tp in partitions):
+            for records in reader.poll(timeout_ms=1000).values():
+                letters += [
+                    DeadLetter(
+                        r.partition, r.offset, r.key, r.value, [(k, v or b"") for k, v in r.headers]
+                    )
+                    for r in records
+                ]
+    return sorted(letters, key=lambda d: (d.partition, d.offset))
+
+
+def replay(
+    kafka: KafkaSettings,
+    letters: list[DeadLetter],
+    progress: Callable[[int], None] = lambda n: None,
+) -> int:
+    """Republish to the original topics, awaiting each acknowledgement; returns the count."""
+    for letter in letters:
+        if not letter.original_topic:
+            raise UsageError(
+                f"dead letter {letter.partition}@{letter.offset} has no "
+                "cdcbox.original.topic header; cannot tell where it belongs"
+            )
+    with Producer(kafka, enable_idempotence=True) as producer:
+        for letter in letters:
+            headers = [(k, v) for k, v in letter.headers if k not in ERROR_HEADERS]
+            producer.send(
+                letter.original_topic, key=letter.key, value=letter.value, headers=headers
+            ).get(timeout=30)
+            progress(1)
+    return len(letters)

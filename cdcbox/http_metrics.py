@@ -1,0 +1,41 @@
+"""The HTTP endpoint of a long-running service (consumer or relay): `/metrics` for
+Prometheus and `/healthz`, on a daemon thread, so neither service imports the other."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+
+def serve(
+    registry: CollectorRegistry, host: str, port: int, healthy: threading.Event
+) -> ThreadingHTTPServer:
+    """Serve /metrics and /healthz (200 while `healthy` is set) on a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                body, status, kind = generate_latest(registry), 200, CONTENT_TYPE_LATEST
+            elif self.path == "/healthz":
+                ok = healthy.is_set()
+                body, status, kind = (
+                    (b"ok\n" if ok else b"stopping\n"),
+                    (200 if ok else 503),
+                    "text/plain",
+                )
+            else:
+                body, status, kind = b"not found\n", 404, "text/plain"
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="cdcbox-metrics", daemon=True).start()
+    return server

@@ -1,0 +1,258 @@
+"""The one Kafka adapter: every consumer, producer and admin client cdcbox uses is built
+here from one `KafkaSettings`, and every call on them goes through `_translated`, so a
+kafka-python error reaches the caller as a `CdcboxError` subclass and nothing else.
+
+Retriable errors (no broker, timeouts, leader moves) become `KafkaUnavailable` (a
+`ServiceUnavailable`); a rebalance during a commit becomes `CommitRefused`; anything else
+Kafka refuses becomes `KafkaRequestError` with kafka-python's class name as `kind`.
+No other module of cdcbox imports `kafka`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Self
+
+import kafka
+from kafka import errors as kafka_errors
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from cdcbox.errors import CommitRefused, KafkaRequestError, KafkaUnavailable
+
+__all__ = [
+    "Admin",
+    "Consumer",
+    "KafkaSettings",
+    "Producer",
+    "SendFuture",
+    "TopicPartition",
+]
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Where the brokers are and how to reach them; the only input of every client."""
+
+    bootstrap_servers: str
+    request_timeout_ms: int = 30000
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "request_timeout_ms": self.request_timeout_ms,
+        }
+
+
+@contextmanager
+def _translated(what: str, settings: KafkaSettings) -> Iterator[None]:
+    try:
+        yield
+    except kafka_errors.CommitFailedError as e:
+        raise CommitRefused(f"{what}: {e}", kind=type(e).__name__) from e
+    except kafka_errors.KafkaError as e:
+        kind = type(e).__name__
+        if isinstance(e, kafka_errors.RetriableError) or kind == "NoBrokersAvailable":
+            raise KafkaUnavailable(
+                f"Kafka at {settings.bootstrap_servers} is unreachable ({what}: {_text(e)})"
+            ) from e
+        raise KafkaRequestError(f"{what}: {_text(e)}", kind=kind) from e
+
+
+def _text(error: Exception) -> str:
+    """kafka-python's message, prefixed with its class name once."""
+    text, kind = str(error), type(error).__name__
+    return text if text.startswith(kind) else f"{kind}: {text}"
+
+
+class _Client:
+    def __init__(self, settings: KafkaSettings, build: Callable[[], Any], what: str) -> None:
+        self.settings = settings
+        with _translated(f"connecting the {what}", settings):
+            self._client = build()
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with _translated(what, self.settings):
+            return fn(*args, **kwargs)
+
+    def close(self, **kwargs: Any) -> None:
+        self._call("close", self._client.close, **kwargs)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Consumer(_Client):
+    """A KafkaConsumer (auto-commit always off: cdcbox commits after its transactions)."""
+
+    def __init__(self, settings: KafkaSettings, **options: Any) -> None:
+        super().__init__(
+            settings,
+            lambda: kafka.KafkaConsumer(**settings.options(), enable_auto_commit=False, **options),
+            "consumer",
+        )
+
+    def subscribe(self, topics: list[str], listener: Any = None) -> None:
+        kwargs = {"listener": listener} if listener is not None else {}
+        self._call("subscribe", self._client.subscribe, topics=topics, **kwargs)
+
+    def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
+        result: dict[TopicPartition, list[Any]] = self._call(
+            "poll", self._client.poll, timeout_ms=timeout_ms
+        )
+        return result
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit "resume at offset" per partition."""
+        metadata = {tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()}
+        self._call("offset commit", self._client.commit, metadata)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._call("seek", self._client.seek, tp, offset)
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self._call("assign", self._client.assign, partitions)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._call("assignment", self._client.assignment))
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._call("seek", self._client.seek_to_beginning, *partitions)
+
+    def position(self, tp: TopicPartition) -> int:
+        return int(self._call("position", self._client.position, tp))
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return set(self._call("metadata", self._client.partitions_for_topic, topic) or ())
+
+    def beginning_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict(self._call("offsets", self._client.beginning_offsets, partitions))
+
+    def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict(self._call("offsets", self._client.end_offsets, partitions))
+
+    def offsets_for_times(
+        self, times: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        found = self._call("offsets", self._client.offsets_for_times, dict(times))
+        return {tp: (o.offset if o is not None else None) for tp, o in found.items()}
+
+
+class SendFuture:
+    """The acknowledgement of one send; `get` waits for it (or raises a cdcbox error)."""
+
+    def __init__(self, settings: KafkaSettings, future: Any) -> None:
+        self._settings = settings
+        self._future = future
+
+    def get(self, timeout: float) -> None:
+        with _translated("send", self._settings):
+            self._future.get(timeout=timeout)
+
+
+class Producer(_Client):
+    """A KafkaProducer with acks=all; `send` raises at once for a record Kafka refuses
+    before sending (e.g. over max.request.size), `SendFuture.get` for the rest."""
+
+    def __init__(self, settings: KafkaSettings, **options: Any) -> None:
+        super().__init__(
+            settings,
+            lambda: kafka.KafkaProducer(**settings.options(), acks="all", **options),
+            "producer",
+        )
+
+    def send(
+        self,
+        topic: str,
+        *,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        timestamp_ms: int | None = None,
+    ) -> SendFuture:
+        future = self._call(
+            f"send to {topic}",
+            self._client.send,
+            topic,
+            key=key,
+            value=value,
+            headers=headers,
+            timestamp_ms=timestamp_ms,
+        )
+        return SendFuture(self.settings, future)
+
+    def flush(self, timeout: float) -> None:
+        self._call("flush", self._client.flush, timeout=timeout)
+
+
+class Admin(_Client):
+    """KafkaAdminClient, with the answers reduced to plain Python data."""
+
+    def __init__(self, settings: KafkaSettings, **options: Any) -> None:
+        super().__init__(
+            settings, lambda: kafka.KafkaAdminClient(**settings.options(), **options), "admin"
+        )
+
+    def list_topics(self) -> set[str]:
+        return set(self._call("list topics", self._client.list_topics))
+
+    def create_topics(self, topics: Iterable[str]) -> None:
+        self._call(
+            "create topics",
+            self._client.create_topics,
+            [NewTopic(t) for t in topics],
+            raise_errors=False,
+            wait_for_metadata=True,
+        )
+
+    def partition_counts(self, topics: list[str]) -> dict[str, int]:
+        if not topics:
+            return {}
+        described = self._call("describe topics", self._client.describe_topics, topics)
+        return {d["name"]: len(d["partitions"]) for d in described}
+
+    def topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """Each topic's effective configuration (explicit settings and broker defaults)."""
+        if not topics:
+            return {}
+        result = self._call(
+            "describe configs",
+            self._client.describe_configs,
+            [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
+        )
+        return {
+            topic: {
+                key: str(entry["value"] if isinstance(entry, dict) else entry)
+                for key, entry in configs.items()
+            }
+            for topic, configs in result.get("topic", {}).items()
+        }
+
+    def controller_id(self) -> int:
+        return int(self._call("describe cluster", self._client.describe_cluster)["controller_id"])
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        groups = self._call("list groups", self._client.list_groups)
+        return [(g["group_id"], str(g.get("group_state", "?"))) for g in groups]
+
+    def group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        offsets = self._call("group offsets", self._client.list_group_offsets, {group: None})
+        return {tp: om.offset for tp, om in offsets.get(group, {}).items() if om.offset >= 0}
+
+    def group_members(self, group: str) -> list[str]:
+        description = self._call("describe group", self._client.describe_groups, [group])
+        members = description.get(group, {}).get("members", []) or []
+        return [str(m.get("member_id")) for m in members]
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        self._call(
+            "alter group offsets",
+            self._client.alter_group_offsets,
+            group,
+            {tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()},
+        )
