@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 from cdcbox.errors import ServiceUnavailable
+
+# How the consumer's steps get their connection: called each time, so a `Reconnecting`
+# can hand out a fresh one after the database restarted.
+ConnectionSource = Callable[[], psycopg.Connection[Any]]
 
 
 def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:

@@ -97,9 +97,8 @@ class Consumer(_Client):
             "consumer",
         )
 
-    def subscribe(self, topics: list[str], listener: Any = None) -> None:
-        kwargs = {"listener": listener} if listener is not None else {}
-        self._call("subscribe", self._client.subscribe, topics=topics, **kwargs)
+    def subscribe(self, topics: list[str]) -> None:
+        self._call("subscribe", self._client.subscribe, topics=topics)
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
         result: dict[TopicPartition, list[Any]] = self._call(

@@ -19,8 +19,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import psycopg
-
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.handler import Handler
@@ -32,9 +30,8 @@ from cdcbox.consumer.steps.retry import RetryStep
 from cdcbox.consumer.steps.route import Routed, Router, Unroutable
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
+from cdcbox.db import ConnectionSource
 from cdcbox.dlq import DeadLetterPublisher
-
-ConnectionSource = Callable[[], psycopg.Connection[Any]]
 
 
 class RecordPipeline:

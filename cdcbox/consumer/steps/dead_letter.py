@@ -9,21 +9,17 @@ uncommitted and nothing is recorded, so the record comes back.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
-
-import psycopg
 
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
+from cdcbox.db import ConnectionSource
 from cdcbox.dlq import DeadLetterPublisher
 from cdcbox.errors import PoisonRecord
 from cdcbox.event import Event
 from cdcbox.parking import Parking
 
 log = logging.getLogger("cdcbox.consumer")
-
-ConnectionSource = Callable[[], psycopg.Connection[Any]]
 
 
 class DeadLetterStep:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
-
-import psycopg
 
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import RetryPolicy
@@ -20,10 +17,9 @@ from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
+from cdcbox.db import ConnectionSource
 
 log = logging.getLogger("cdcbox.consumer")
-
-ConnectionSource = Callable[[], psycopg.Connection[Any]]
 GiveUp = Callable[[ConnectionSource, Routed, BaseException, int], None]
 
 

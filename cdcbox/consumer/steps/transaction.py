@@ -9,7 +9,6 @@ transaction of its own.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -20,8 +19,6 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
-
-log = logging.getLogger("cdcbox.consumer")
 
 
 class RecordTransaction:
@@ -65,5 +62,4 @@ class RecordTransaction:
                 self.stores.inbox.mark_skipped(conn, event, name, f"refused: {signal.reason}")
                 return Outcome.REFUSED
             self.stores.inbox.mark_skipped(conn, event, name, signal.reason)
-        log.debug("event %s skipped: %s", event.log_fields, signal.reason)
         return Outcome.SKIPPED
