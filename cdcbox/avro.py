@@ -17,7 +17,12 @@ from typing import Any, Literal
 
 import fastavro
 import yaml
-from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
+from fastavro.schema import (
+    SchemaParseException,
+    fingerprint,
+    parse_schema,
+    to_parsing_canonical_form,
+)
 from fastavro.validation import ValidationError, validate
 
 from cdcbox import wire
@@ -164,7 +169,7 @@ def _load_version(path: Path, event_type: str, version: int) -> SchemaVersion:
     try:
         raw = json.loads(path.read_text())
         parsed = parse_schema(raw)
-    except (OSError, ValueError) as e:  # json errors and fastavro's SchemaParseException
+    except (OSError, ValueError, SchemaParseException) as e:  # ValueError: bad JSON
         raise SchemaError(f"{path}: invalid Avro schema: {e}") from e
     if not isinstance(raw, dict) or raw.get("type") != "record":
         raise SchemaError(f"{path}: an event schema must be a record")

@@ -6,18 +6,28 @@ carrying the status and Connect's own message.
 
 from __future__ import annotations
 
+import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 
-from cdcbox.errors import ConnectError, ServiceUnavailable
+from cdcbox.errors import ConfigError, ConnectError, ServiceUnavailable
 
 
 class ConnectClient:
+    """Connect's REST API. A malformed URL is refused here, before any request, as a
+    `ConfigError`: it is the caller's mistake, not an unreachable service."""
+
     def __init__(
         self, url: str, auth: tuple[str, str] | None = None, timeout_s: float = 30
     ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(
+                f"Kafka Connect URL {url!r} is not an http:// or https:// URL "
+                "(e.g. http://127.0.0.1:8083)"
+            )
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self._session = requests.Session()
@@ -96,3 +106,28 @@ class ConnectClient:
 
     def reset_offsets(self, name: str) -> None:
         self._request("DELETE", f"/connectors/{quote(name, safe='')}/offsets")
+
+    def wait_until(
+        self, name: str, reached: str, timeout_s: float, poll_s: float = 0.3
+    ) -> dict[str, Any]:
+        """Poll the status until the connector is `reached` (RUNNING also needs every task
+        RUNNING); a FAILED connector or task raises at once with its trace."""
+        deadline = time.monotonic() + timeout_s
+        last: dict[str, Any] | None = None
+        while True:
+            last = self.status(name)
+            if last:
+                tasks = last.get("tasks", [])
+                failed = [t for t in tasks if t["state"] == "FAILED"]
+                if last["connector"]["state"] == "FAILED" or failed:
+                    trace = (failed[0] if failed else last["connector"]).get("trace", "")
+                    raise ConnectError(f"connector {name!r} FAILED:\n{trace}")
+                if last["connector"]["state"] == reached and (
+                    reached != "RUNNING" or (tasks and all(t["state"] == "RUNNING" for t in tasks))
+                ):
+                    return last
+            if time.monotonic() >= deadline:
+                raise ConnectError(
+                    f"connector {name!r} not {reached} after {timeout_s:.0f}s; last status: {last}"
+                )
+            time.sleep(poll_s)

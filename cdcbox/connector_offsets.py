@@ -6,22 +6,12 @@ the change, and resumes it, returning the offsets before and after.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from cdcbox.connect import ConnectClient
-from cdcbox.errors import ConnectError
-
-
-def wait_state(client: ConnectClient, name: str, state: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        status = client.status(name)
-        if status and status["connector"]["state"] == state:
-            return
-        time.sleep(0.3)
-    raise ConnectError(f"connector {name!r} did not reach {state} within {timeout_s:.0f}s")
+from cdcbox.errors import UsageError
 
 
 def lsn_offsets(client: ConnectClient, name: str, lsn: int) -> dict[str, Any]:
@@ -40,14 +30,30 @@ def lsn_offsets(client: ConnectClient, name: str, lsn: int) -> dict[str, Any]:
 
 
 def change_offsets(
-    client: ConnectClient, name: str, change: Callable[[], None]
+    client: ConnectClient, name: str, change: Callable[[], None], timeout_s: float = 60
 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Stop the connector, apply `change`, resume it (even when `change` failed)."""
     before = client.offsets(name)
     client.stop(name)
-    wait_state(client, name, "STOPPED")
+    client.wait_until(name, "STOPPED", timeout_s)
     try:
         change()
         after = client.offsets(name)
     finally:
         client.resume(name)
     return before, after
+
+
+def read_position(client: ConnectClient, name: str) -> datetime:
+    """When (UTC, naive) the last change the connector committed an offset for was
+    committed in PostgreSQL: every outbox row committed before it has been read.
+
+    Raises `UsageError` when the connector has no committed offset yet, since then
+    nothing is known to be read."""
+    found = client.offsets(name).get("offsets", [])
+    ts = found[0]["offset"].get("ts_usec") if found else None
+    if ts is None:
+        raise UsageError(
+            f"connector {name!r} has no committed offsets yet: nothing is known to be read"
+        )
+    return datetime.fromtimestamp(int(ts) / 1e6, UTC).replace(tzinfo=None)

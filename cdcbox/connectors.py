@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import yaml
 
 from cdcbox.connect import ConnectClient
-from cdcbox.errors import ConnectError, SpecError
+from cdcbox.errors import SpecError
 
 _VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
 _PLACEHOLDER = re.compile(r"\$\{[a-z][a-zA-Z0-9_-]*:[^}]+\}")
@@ -200,25 +199,5 @@ def apply(client: ConnectClient, spec: ConnectorSpec, timeout_s: float = 120) ->
     change = diff(client.config(spec.name), spec.config)
     if not change.empty:
         client.put_config(spec.name, spec.config)
-    state = wait_running(client, spec.name, timeout_s)
-    return ApplyResult(spec.name, change, not change.empty, state)
-
-
-def wait_running(client: ConnectClient, name: str, timeout_s: float) -> str:
-    """Poll the status until the connector and every task are RUNNING (or one FAILED)."""
-    deadline = time.monotonic() + timeout_s
-    last: dict[str, Any] | None = None
-    while time.monotonic() < deadline:
-        last = client.status(name)
-        if last:
-            states = [last["connector"]["state"]] + [t["state"] for t in last.get("tasks", [])]
-            failed = [t for t in last.get("tasks", []) if t["state"] == "FAILED"]
-            if last["connector"]["state"] == "FAILED" or failed:
-                trace = (failed[0] if failed else last["connector"]).get("trace", "")
-                raise ConnectError(f"connector {name!r} FAILED:\n{trace}")
-            if last.get("tasks") and all(s == "RUNNING" for s in states):
-                return "RUNNING"
-        time.sleep(0.5)
-    raise ConnectError(
-        f"connector {name!r} not RUNNING after {timeout_s:.0f}s; last status: {last}"
-    )
+    client.wait_until(spec.name, "RUNNING", timeout_s)
+    return ApplyResult(spec.name, change, not change.empty, "RUNNING")

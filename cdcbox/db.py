@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.errors import ServiceUnavailable
+from cdcbox.errors import ConfigError, ServiceUnavailable
 
 # How the consumer's steps get their connection: called each time, so a `Reconnecting`
 # can hand out a fresh one after the database restarted.
@@ -15,11 +15,16 @@ ConnectionSource = Callable[[], psycopg.Connection[Any]]
 
 
 def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A connection, or `ConfigError` for a malformed DSN and `ServiceUnavailable` for a
+    server that does not answer."""
     try:
         return psycopg.connect(dsn, autocommit=autocommit, application_name="cdcbox")
+    except psycopg.ProgrammingError as e:
+        raise ConfigError(f"the PostgreSQL DSN is malformed: {' '.join(str(e).split())}") from e
     except psycopg.OperationalError as e:
         host = dsn.split("@")[-1].split("?")[0]
-        raise ServiceUnavailable(f"PostgreSQL at {host} is unreachable: {e}".strip()) from e
+        detail = " ".join(str(e).split())  # libpq's message spans lines
+        raise ServiceUnavailable(f"PostgreSQL at {host} is unreachable: {detail}".strip()) from e
 
 
 class Reconnecting:

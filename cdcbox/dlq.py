@@ -13,8 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka_client import Consumer, KafkaSettings, Producer, TopicPartition
+from cdcbox.names import DbNames
+from cdcbox.parking import Parking
 
 ERROR_HEADERS = (
     "cdcbox.error.type",
@@ -127,18 +131,55 @@ def read(kafka: KafkaSettings, topic: str) -> list[DeadLetter]:
     return sorted(letters, key=lambda d: (d.partition, d.offset))
 
 
+def select(letters: list[DeadLetter], event_ids: set[str] | None) -> list[DeadLetter]:
+    """The letters with these event ids (all of them for None), refusing an unknown id."""
+    if event_ids is None:
+        return letters
+    missing = event_ids - {d.event_id for d in letters}
+    if missing:
+        raise UsageError(f"no dead letter with event id {', '.join(sorted(missing))}")
+    return [d for d in letters if d.event_id in event_ids]
+
+
 def replay(
     kafka: KafkaSettings,
     letters: list[DeadLetter],
     progress: Callable[[int], None] = lambda n: None,
+    release_in: psycopg.Connection[Any] | None = None,
+    names: DbNames = DbNames(),
 ) -> int:
-    """Republish to the original topics, awaiting each acknowledgement; returns the count."""
+    """Republish to the original topics, awaiting each acknowledgement; returns the count.
+
+    With `release_in`, each letter's parked aggregate is released first (one committed
+    transaction per aggregate), so the replayed events are applied instead of following
+    the park back to the dead-letter topic.
+    """
+    _check_replayable(letters)
+    if release_in is not None:
+        parking = Parking(names)
+        for d in letters:
+            with release_in.transaction():
+                parking.release(
+                    release_in,
+                    d.header("cdcbox.consumer"),
+                    d.header("aggregate_type"),
+                    (d.key or b"").decode(),
+                )
+    return _republish(kafka, letters, progress)
+
+
+def _check_replayable(letters: list[DeadLetter]) -> None:
     for letter in letters:
         if not letter.original_topic:
             raise UsageError(
                 f"dead letter {letter.partition}@{letter.offset} has no "
                 "cdcbox.original.topic header; cannot tell where it belongs"
             )
+
+
+def _republish(
+    kafka: KafkaSettings, letters: list[DeadLetter], progress: Callable[[int], None]
+) -> int:
     with Producer(kafka, enable_idempotence=True) as producer:
         for letter in letters:
             headers = [(k, v) for k, v in letter.headers if k not in ERROR_HEADERS]

@@ -26,7 +26,8 @@ from cdcbox.names import DbNames
 from cdcbox.wire import CONTENT_TYPE_JSON
 
 _AGGREGATE_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,200}")  # it becomes part of a topic name
-_COLUMNS = (
+# The columns a producer writes; the polling relay reads the same ones back.
+EVENT_COLUMNS = (
     "event_id",
     "aggregate_type",
     "aggregate_id",
@@ -120,7 +121,7 @@ class Outbox:
         )
         parts = {
             "table": names.table("outbox"),
-            "cols": sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
+            "cols": sql.SQL(", ").join(map(sql.Identifier, EVENT_COLUMNS)),
             "iso": sql.Literal(ISO_FORMAT),
         }
         self._insert_one = template.format(

@@ -11,14 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 
 from cdcbox.errors import UsageError
+from cdcbox.kafka_client import KafkaSettings
 from cdcbox.names import DbNames
+from cdcbox.topics import topic_retention_ms
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -86,19 +88,38 @@ def _purge(
     return deleted
 
 
+@dataclass(frozen=True)
+class OutboxPurge:
+    deleted: int
+    cutoff: datetime  # rows created before this (UTC, naive) were deleted
+    capped_by_connector: bool  # the connector's position was earlier than asked
+
+
 def purge_outbox(
     conn: psycopg.Connection[Any],
-    cutoff: datetime,
+    older_than: timedelta,
     mode: Literal["cdc", "polling"],
+    read_until: datetime | None = None,
     names: DbNames = DbNames(),
     batch: int = 5000,
     progress: Callable[[int], None] = lambda n: None,
-) -> int:
-    """Delete outbox rows created before `cutoff` (UTC, naive) that are done with.
+) -> OutboxPurge:
+    """Delete outbox rows older than `older_than` that no relay needs any more.
 
-    In CDC mode the caller caps `cutoff` at the connector's confirmed position (see
-    `cdcbox.cli.retention`), because CDC rows stay PENDING forever.
+    Polling mode deletes only SENT rows. In CDC mode rows stay PENDING forever, so the
+    connector's position (`connector_offsets.read_position`) is required as `read_until`
+    and caps the cutoff: a row the connector may not have read yet is never deleted.
     """
+    cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
+    capped = False
+    if mode == "cdc":
+        if read_until is None:
+            raise UsageError(
+                "a CDC-mode purge needs the connector's position: without it a row the "
+                "connector has not read yet could be deleted"
+            )
+        if read_until < cutoff:
+            cutoff, capped = read_until, True
     table = names.table("outbox")
     condition = (
         sql.SQL("created_at < %s")
@@ -109,7 +130,8 @@ def purge_outbox(
     delete = sql.SQL(
         "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {c} ORDER BY id LIMIT %s)"
     ).format(t=table, c=condition)
-    return _purge(conn, count, delete, (cutoff,), batch, progress)
+    deleted = _purge(conn, count, delete, (cutoff,), batch, progress)
+    return OutboxPurge(deleted, cutoff, capped)
 
 
 @dataclass(frozen=True)
@@ -124,6 +146,15 @@ class InboxFloor:
     @property
     def total(self) -> timedelta:
         return self.topic_retention + self.retry_window + self.repair_window
+
+
+def inbox_floor(
+    kafka: KafkaSettings, retry_window: timedelta, repair_window: timedelta
+) -> InboxFloor:
+    """The floor for this deployment, with the longest retention of its outbox topics
+    as Kafka reports it."""
+    retention_ms = topic_retention_ms(kafka)
+    return InboxFloor(timedelta(milliseconds=retention_ms), retry_window, repair_window)
 
 
 def check_inbox_retention(older_than: timedelta, floor: InboxFloor, force: bool) -> None:

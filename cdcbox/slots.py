@@ -38,13 +38,6 @@ def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
     return [SlotStatus(*r) for r in rows]
 
 
-def confirmed_flush_lsn(conn: psycopg.Connection[Any], slot: str) -> str | None:
-    for s in slot_status(conn):
-        if s.name == slot:
-            return s.confirmed_flush_lsn
-    return None
-
-
 def drop_slot(conn: psycopg.Connection[Any], name: str) -> None:
     """Drop an inactive slot; refuse an active or unknown one, naming which."""
     with conn.transaction():

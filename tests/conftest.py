@@ -1,9 +1,10 @@
-"""One session-scoped stack for every test that needs services.
+"""One session-scoped set of services, started as far as the selected tests need.
 
-Order of preference: an existing stack named by environment variables (what
-`scripts/test` exports after `cdc-ctl stack up`), docker compose through pytest-docker
-when a Docker engine answers, else the native stack started here. In CI (CI=true) a
-stack that cannot start fails the tests loudly; nothing skips.
+tests/unit need nothing; tests/integration only PostgreSQL (`database`); tests/e2e and
+tests/faults the whole stack (`stack`). Order of preference: a stack named by
+environment variables (`cdc-ctl stack env`), docker compose through pytest-docker when
+a Docker engine answers, else the native stack started here. In CI (CI=true) a stack
+that cannot start fails the tests loudly; nothing skips.
 """
 
 from __future__ import annotations
@@ -30,6 +31,21 @@ from cdcbox.stack.secrets import StackSecrets, read_password_properties
 ROOT = Path(__file__).resolve().parents[1]
 
 
+LAYERS = ("unit", "integration", "e2e", "faults")
+
+
+def _layer(item: pytest.Item) -> str:
+    """unit, integration, e2e or faults: the directory under tests/ the test lives in."""
+    return Path(item.path).relative_to(ROOT / "tests").parts[0]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test carries the marker of its directory, so `-m unit` selects tests/unit."""
+    for item in items:
+        if _layer(item) in LAYERS:
+            item.add_marker(_layer(item))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """In CI nothing may skip: a skipped test there is a failure that names itself."""
@@ -46,35 +62,99 @@ def _external() -> Endpoints | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def stack(request: pytest.FixtureRequest) -> Iterator[Endpoints]:
-    """Endpoints of a running stack, with migrations applied and the connector RUNNING."""
-    endpoints = _external()
-    started: StackConfig | None = None
-    if endpoints is None:
-        config = StackConfig(
+class SessionStack:
+    """The services this test session runs against: a stack named by the environment,
+    or started here as the tests need it (PostgreSQL alone for tests/integration, all
+    of it for tests/e2e and tests/faults); what was started here is stopped at the end."""
+
+    def __init__(self) -> None:
+        self.request: pytest.FixtureRequest | None = None  # pytest-docker needs one
+        self.config = StackConfig(
             state_dir=ROOT / ".cdcbox" / "pytest-stack",
             cache_dir=Path(os.environ.get("CDCBOX_CACHE_DIR", Path.home() / ".cache" / "cdcbox")),
             infra_dir=resource_dir("infra"),
         )
-        if docker_engine_answers():
-            endpoints = _compose_stack(request, config)
-        else:
-            endpoints = runner.up(config, "native")
-            started = config
-    os.environ.update(endpoints.as_env())
-    try:
-        with psycopg.connect(endpoints.dsn) as conn:
-            migrate(
-                conn,
-                debezium_password=read_password_properties(Path(endpoints.debezium_password_file)),
-            )
-        for spec in load_specs(resource_dir("connectors"), env=dict(os.environ)):
-            apply(ConnectClient(endpoints.connect_url), spec)
-        yield endpoints
-    finally:
-        if started is not None:
-            runner.down(started)
+        self.started_native = False
+        self._external = _external()
+        self._endpoints: Endpoints | None = None
+        self._dsn: str | None = None
+
+    def database(self) -> str:
+        """A migrated PostgreSQL (public schema), starting nothing else if it can."""
+        if self._dsn is None:
+            if self._external is not None or docker_engine_answers():
+                return self.everything().dsn
+            self._dsn, pgpassfile = runner.postgres_up(self.config)
+            self.started_native = True
+            os.environ["PGPASSFILE"] = pgpassfile
+            secrets = StackSecrets(self.config.state_dir / "secrets")
+            _migrate(self._dsn, secrets.debezium_properties)
+        return self._dsn
+
+    def everything(self) -> Endpoints:
+        """The whole stack, migrated, with the shipped connector RUNNING."""
+        if self._endpoints is None:
+            endpoints = self._external
+            if endpoints is None and docker_engine_answers():
+                assert self.request is not None, "compose starts from a fixture"
+                endpoints = _compose_stack(self.request, self.config)
+            elif endpoints is None:
+                endpoints = runner.up(self.config, "native")
+                self.started_native = True
+            os.environ.update(endpoints.as_env())
+            _migrate(endpoints.dsn, Path(endpoints.debezium_password_file))
+            for spec in load_specs(resource_dir("connectors"), env=dict(os.environ)):
+                apply(ConnectClient(endpoints.connect_url), spec)
+            self._endpoints, self._dsn = endpoints, endpoints.dsn
+        return self._endpoints
+
+    def stop(self) -> None:
+        if self.started_native:
+            runner.down(self.config)
+
+
+def _migrate(dsn: str, debezium_password_file: Path) -> None:
+    with psycopg.connect(dsn) as conn:
+        migrate(conn, debezium_password=read_password_properties(debezium_password_file))
+
+
+SESSION = SessionStack()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the native services the selected tests need before the first test runs, so
+    no test's timeout includes a stack start (compose starts from its fixture)."""
+    layers = {
+        item.get_closest_marker(layer) and layer for item in session.items for layer in LAYERS
+    }
+    if _external() is not None or docker_engine_answers() or session.config.option.collectonly:
+        return
+    if layers & {"e2e", "faults"}:
+        SESSION.everything()
+    elif "integration" in layers:
+        SESSION.database()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    SESSION.stop()
+
+
+@pytest.fixture(scope="session")
+def session_stack(request: pytest.FixtureRequest) -> SessionStack:
+    SESSION.request = request
+    return SESSION
+
+
+@pytest.fixture(scope="session")
+def database(session_stack: SessionStack) -> str:
+    """The DSN of a migrated PostgreSQL; tests/integration need nothing more."""
+    return session_stack.database()
+
+
+@pytest.fixture(scope="session")
+def stack(session_stack: SessionStack) -> Endpoints:
+    """Endpoints of the whole stack, migrated, with the connector RUNNING."""
+    return session_stack.everything()
 
 
 def _compose_stack(request: pytest.FixtureRequest, config: StackConfig) -> Endpoints:
@@ -113,10 +193,10 @@ def docker_compose_project_name() -> str:
 
 
 @pytest.fixture
-def db(stack: Endpoints) -> Iterator[psycopg.Connection[Any]]:
+def db(database: str) -> Iterator[psycopg.Connection[Any]]:
     # autocommit: a bare query must not leave the connection inside an implicit
     # transaction that would turn the next `conn.transaction()` into a savepoint.
-    with psycopg.connect(stack.dsn, autocommit=True) as conn:
+    with psycopg.connect(database, autocommit=True) as conn:
         yield conn
 
 

@@ -19,9 +19,13 @@ from types import FrameType
 from typing import Any, ParamSpec, TypeVar
 
 import click
+import psycopg
 
+from cdcbox.connect import ConnectClient
+from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.names import DbNames
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -37,6 +41,12 @@ class Settings:
     bootstrap_servers: str | None
     connect_url: str | None
     connect_auth: tuple[str, str] | None
+    schema: str = "public"
+
+    @property
+    def names(self) -> DbNames:
+        """cdcbox's tables in the schema `--schema` / CDCBOX_SCHEMA names."""
+        return DbNames(schema=self.schema)
 
     def require_dsn(self) -> str:
         if not self.dsn:
@@ -56,11 +66,29 @@ class Settings:
             raise ConfigError("no Kafka Connect: pass --connect-url or set CDCBOX_CONNECT_URL")
         return self.connect_url
 
+    def connect_client(self) -> ConnectClient:
+        return ConnectClient(self.require_connect(), auth=self.connect_auth)
+
+    def database(self) -> psycopg.Connection[Any]:
+        """An autocommit connection: each library call opens its own transactions."""
+        return connect(self.require_dsn(), autocommit=True)
+
 
 def settings(ctx: click.Context) -> Settings:
     obj = ctx.find_root().obj
     assert isinstance(obj, Settings)
     return obj
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+
+
+def deleting_progress() -> Any:
+    """A progress bar for a purge, whose total is not known up front."""
+    return click.progressbar(
+        length=1_000_000_000, label="deleting", show_percent=False, show_pos=True
+    )
 
 
 def default_state_dir() -> Path:
@@ -88,8 +116,23 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except CdcboxError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(EXIT_CHECK_FAILED)
+        except psycopg.errors.UndefinedTable as e:
+            click.echo(
+                f"error: PostgreSQL: {_first_line(e)} (has `cdc-ctl db migrate` run?)", err=True
+            )
+            sys.exit(EXIT_USAGE)
+        except psycopg.OperationalError as e:
+            click.echo(f"error: PostgreSQL: {_first_line(e)}", err=True)
+            sys.exit(EXIT_UNREACHABLE)
+        except psycopg.Error as e:
+            click.echo(f"error: PostgreSQL: {_first_line(e)}", err=True)
+            sys.exit(EXIT_CHECK_FAILED)
 
     return wrapper
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def configure_logging() -> None:

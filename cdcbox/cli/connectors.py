@@ -7,21 +7,16 @@ from pathlib import Path
 import click
 
 from cdcbox import connectors as specs
-from cdcbox.cli.common import handle_errors, print_json, print_table, settings
-from cdcbox.connect import ConnectClient
+from cdcbox.cli.common import handle_errors, json_option, print_json, print_table
+from cdcbox.cli.common import settings as settings_of
+from cdcbox.errors import UsageError
 from cdcbox.resources import resource_dir
 
-
-def client(ctx: click.Context) -> ConnectClient:
-    s = settings(ctx)
-    return ConnectClient(s.require_connect(), auth=s.connect_auth)
+spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
 
 
 def _path(path: Path | None) -> Path:
     return path if path is not None else resource_dir("connectors")
-
-
-spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
 
 
 @click.command("apply")
@@ -31,7 +26,7 @@ spec_path = click.argument("path", required=False, type=click.Path(exists=True, 
 @handle_errors
 def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None:
     """Validate, diff and upsert connector specs, then wait until they run."""
-    connect = client(ctx)
+    connect = settings_of(ctx).connect_client()
     for spec in specs.load_specs(_path(path)):
         result = specs.apply(connect, spec, timeout_s=timeout)
         if not result.changed:
@@ -48,7 +43,7 @@ def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None
 @handle_errors
 def diff_command(ctx: click.Context, path: Path | None) -> None:
     """Show how the specs differ from the live connector configs; exit 1 if they do."""
-    connect = client(ctx)
+    connect = settings_of(ctx).connect_client()
     differs = False
     for spec in specs.load_specs(_path(path)):
         change = specs.diff(connect.config(spec.name), spec.config)
@@ -66,11 +61,11 @@ def connectors_group() -> None:
 
 
 @connectors_group.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_context
 @handle_errors
 def list_command(ctx: click.Context, as_json: bool) -> None:
-    connect = client(ctx)
+    connect = settings_of(ctx).connect_client()
     rows = []
     for name in connect.connectors():
         status = connect.status(name) or {}
@@ -90,14 +85,14 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
 
 @connectors_group.command("status")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.pass_context
 @handle_errors
 def status_command(ctx: click.Context, name: str, as_json: bool) -> None:
     """Connector and task states, worker, and the failed task's trace."""
-    status = client(ctx).status(name)
+    status = settings_of(ctx).connect_client().status(name)
     if status is None:
-        raise click.ClickException(f"no connector named {name!r}")
+        raise UsageError(f"no connector named {name!r} (see `cdc-ctl connectors list`)")
     if as_json:
         print_json(status)
         return
@@ -107,3 +102,32 @@ def status_command(ctx: click.Context, name: str, as_json: bool) -> None:
     for t in status.get("tasks", []):
         if t.get("trace"):
             click.echo(f"\ntask {t['id']} trace:\n{t['trace']}")
+
+
+def _simple(name: str, help_text: str, action: str) -> None:
+    @connectors_group.command(name, help=help_text)
+    @click.argument("connector")
+    @click.pass_context
+    @handle_errors
+    def command(ctx: click.Context, connector: str) -> None:
+        getattr(settings_of(ctx).connect_client(), action)(connector)
+        click.echo(f"{connector}: {name} requested")
+
+
+_simple("pause", "Pause a connector (tasks stay assigned).", "pause")
+_simple("resume", "Resume a paused or stopped connector.", "resume")
+_simple("stop", "Stop a connector (STOPPED: tasks shut down, config kept).", "stop")
+_simple("delete", "Delete a connector (its slot stays: `cdc-ctl slot drop`).", "delete")
+
+
+@connectors_group.command("restart")
+@click.argument("connector")
+@click.option("--failed-only", is_flag=True, help="Restart only what FAILED.")
+@click.option("--include-tasks", is_flag=True, help="Restart the tasks too.")
+@click.pass_context
+@handle_errors
+def restart(ctx: click.Context, connector: str, failed_only: bool, include_tasks: bool) -> None:
+    settings_of(ctx).connect_client().restart(
+        connector, include_tasks=include_tasks, only_failed=failed_only
+    )
+    click.echo(f"{connector}: restart requested")

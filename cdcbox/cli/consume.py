@@ -1,19 +1,34 @@
-"""`cdc-ctl consume module:Class ...`: run handlers until SIGTERM/SIGINT."""
+"""`cdc-ctl consume module:Class ...`: run handlers until SIGTERM/SIGINT.
+
+Every field of `ConsumerConfig` (and of its retry and breaker policies) is a flag here
+and an environment variable `CDCBOX_<FLAG>`; the defaults are the dataclasses' own.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import click
 
 from cdcbox.avro import Catalogue
-from cdcbox.cli.common import configure_logging, handle_errors, settings, stop_on_signals
+from cdcbox.cli.common import (
+    Settings,
+    configure_logging,
+    handle_errors,
+    settings,
+    stop_on_signals,
+)
 from cdcbox.cli.schemas import default_schemas_dir
 from cdcbox.consumer import Consumer, ConsumerConfig, Handler, RetryPolicy
+from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
+from cdcbox.consumer.runner import dispatch_table
 from cdcbox.errors import ConfigError
+
+C, R, B = ConsumerConfig, RetryPolicy, BreakerPolicy
 
 
 def load_handler(target: str) -> Handler:
@@ -32,125 +47,161 @@ def load_handler(target: str) -> Handler:
     return cls()
 
 
+def _option(
+    flag: str, default: Any, help_text: str, envvar: str | None = None, **kwargs: Any
+) -> Callable[[Any], Any]:
+    """A flag `--x-y` with environment variable CDCBOX_X_Y and the dataclass default."""
+    envvar = envvar or "CDCBOX_" + flag.split("/")[0].lstrip("-").replace("-", "_").upper()
+    if isinstance(default, bool) and "/" not in flag:
+        kwargs["is_flag"] = True
+    elif default is not None and "type" not in kwargs and not isinstance(default, bool):
+        kwargs["type"] = type(default)
+    return click.option(flag, default=default, envvar=envvar, help=help_text, **kwargs)
+
+
+OPTIONS = [
+    _option(
+        "--group",
+        None,
+        "Kafka group id [first handler's consumer name].",
+        envvar="CDCBOX_CONSUMER_GROUP",
+        type=str,
+    ),
+    # retries
+    _option("--max-attempts", R.max_attempts, "Attempts before a record is dead-lettered."),
+    _option("--initial-delay", R.initial_delay_s, "Seconds before the first retry."),
+    _option("--max-delay", R.max_delay_s, "Longest wait between retries (seconds)."),
+    _option("--backoff-multiplier", R.multiplier, "Growth of the delay per attempt."),
+    # what to do with records
+    _option(
+        "--unhandled",
+        C.unhandled,
+        "An event type no handler takes: count it, or dead-letter it.",
+        type=click.Choice(["skip", "dead-letter"]),
+    ),
+    _option(
+        "--gap-policy",
+        C.gap_policy,
+        "A version gap (v3 after v1): apply it, or hold it until v2 is applied.",
+        type=click.Choice(["apply", "hold"]),
+    ),
+    _option("--dlq-suffix", C.dlq_suffix, "Dead-letter topic = topic + this."),
+    _option(
+        "--batch/--per-record",
+        C.batch_mode,
+        "One transaction per poll batch (savepoint per record).",
+    ),
+    _option(
+        "--park/--no-park",
+        C.park_aggregates,
+        "Dead-letter an aggregate's later events behind a dead-lettered one.",
+    ),
+    _option("--parked-refresh", C.parked_refresh_s, "Seconds between reloads of the parked set."),
+    # the circuit breaker
+    _option(
+        "--breaker/--no-breaker",
+        B.enabled,
+        "Keep retrying instead of dead-lettering while many aggregates fail at once.",
+    ),
+    _option(
+        "--breaker-aggregates",
+        B.failing_aggregates,
+        "Distinct failing aggregates that open the breaker.",
+    ),
+    _option("--breaker-window", B.window_s, "Seconds those failures must fall within."),
+    # decoding
+    _option(
+        "--schemas",
+        None,
+        "Avro event catalogue for decoding Avro payloads [the shipped schemas/avro].",
+        type=click.Path(exists=True, path_type=Path),
+    ),
+    # Kafka
+    _option(
+        "--auto-offset-reset",
+        C.auto_offset_reset,
+        "Where a group without committed offsets starts.",
+        type=click.Choice(["earliest", "latest"]),
+    ),
+    _option(
+        "--max-poll-records",
+        C.max_poll_records,
+        "Records per poll batch (the unit of commit and of graceful stop).",
+    ),
+    _option("--poll-timeout-ms", C.poll_timeout_ms, "Longest wait of one poll."),
+    _option("--fetch-max-wait-ms", C.fetch_max_wait_ms, "Longest wait of the broker per fetch."),
+    _option("--metadata-max-age-ms", C.metadata_max_age_ms, "Metadata refresh (new partitions)."),
+    _option("--client-id", C.client_id, "Kafka client id."),
+    _option(
+        "--create-topics/--no-create-topics",
+        C.create_missing_topics,
+        "Create missing topics at start, so the subscription sees them at once.",
+    ),
+    # metrics
+    _option(
+        "--metrics-port",
+        None,
+        "Serve /metrics and /healthz on this port (none: no HTTP endpoint).",
+        type=int,
+    ),
+    _option("--metrics-host", C.metrics_host, "Address the metrics endpoint binds."),
+]
+
+
+def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> ConsumerConfig:
+    """The `ConsumerConfig` the flags in `o` describe."""
+    return ConsumerConfig(
+        bootstrap_servers=s.require_bootstrap(),
+        dsn=s.require_dsn(),
+        group_id=o["group"] or default_group,
+        retry=RetryPolicy(
+            max_attempts=o["max_attempts"],
+            initial_delay_s=o["initial_delay"],
+            max_delay_s=o["max_delay"],
+            multiplier=o["backoff_multiplier"],
+        ),
+        unhandled=cast(Unhandled, o["unhandled"]),
+        gap_policy=cast(GapPolicy, o["gap_policy"]),
+        dlq_suffix=o["dlq_suffix"],
+        batch_mode=o["batch"],
+        park_aggregates=o["park"],
+        parked_refresh_s=o["parked_refresh"],
+        breaker=BreakerPolicy(
+            failing_aggregates=o["breaker_aggregates"],
+            window_s=o["breaker_window"],
+            enabled=o["breaker"],
+        ),
+        schemas=Catalogue.load(o["schemas"] or default_schemas_dir()),
+        auto_offset_reset=o["auto_offset_reset"],
+        max_poll_records=o["max_poll_records"],
+        poll_timeout_ms=o["poll_timeout_ms"],
+        fetch_max_wait_ms=o["fetch_max_wait_ms"],
+        metadata_max_age_ms=o["metadata_max_age_ms"],
+        client_id=o["client_id"],
+        create_missing_topics=o["create_topics"],
+        metrics_port=o["metrics_port"],
+        metrics_host=o["metrics_host"],
+    )
+
+
+def _with_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 @click.command("consume")
 @click.argument("handlers", nargs=-1, required=True)
-@click.option(
-    "--group",
-    envvar="CDCBOX_CONSUMER_GROUP",
-    help="Kafka group id [first handler's consumer name].",
-)
-@click.option(
-    "--max-attempts",
-    type=int,
-    default=RetryPolicy.max_attempts,
-    show_default=True,
-    envvar="CDCBOX_MAX_ATTEMPTS",
-)
-@click.option(
-    "--initial-delay",
-    type=float,
-    default=RetryPolicy.initial_delay_s,
-    show_default=True,
-    envvar="CDCBOX_INITIAL_DELAY",
-)
-@click.option(
-    "--max-delay",
-    type=float,
-    default=RetryPolicy.max_delay_s,
-    show_default=True,
-    envvar="CDCBOX_MAX_DELAY",
-)
-@click.option(
-    "--unhandled",
-    type=click.Choice(["skip", "dead-letter"]),
-    default="skip",
-    show_default=True,
-    envvar="CDCBOX_UNHANDLED",
-)
-@click.option(
-    "--gap-policy",
-    type=click.Choice(["apply", "hold"]),
-    default="apply",
-    show_default=True,
-    envvar="CDCBOX_GAP_POLICY",
-)
-@click.option("--dlq-suffix", default=".dlq", show_default=True, envvar="CDCBOX_DLQ_SUFFIX")
-@click.option(
-    "--batch/--per-record",
-    default=False,
-    show_default=True,
-    envvar="CDCBOX_BATCH",
-    help="One transaction per poll batch (savepoint per record).",
-)
-@click.option(
-    "--park/--no-park",
-    default=True,
-    show_default=True,
-    envvar="CDCBOX_PARK",
-    help="Dead-letter an aggregate's later events behind a dead-lettered one.",
-)
-@click.option(
-    "--schemas",
-    "schemas_dir",
-    type=click.Path(exists=True, path_type=Path),
-    default=None,
-    envvar="CDCBOX_SCHEMAS",
-    help="Avro event catalogue for decoding Avro payloads [the shipped schemas/avro].",
-)
-@click.option(
-    "--max-poll-records",
-    type=int,
-    default=ConsumerConfig.max_poll_records,
-    show_default=True,
-    envvar="CDCBOX_MAX_POLL_RECORDS",
-    help="Records per poll batch (the unit of commit and of graceful stop).",
-)
-@click.option(
-    "--metrics-port",
-    type=int,
-    default=None,
-    envvar="CDCBOX_METRICS_PORT",
-    help="Serve /metrics and /healthz on 127.0.0.1:PORT.",
-)
+@_with_options
 @click.pass_context
 @handle_errors
-def consume(
-    ctx: click.Context,
-    handlers: tuple[str, ...],
-    group: str | None,
-    max_attempts: int,
-    initial_delay: float,
-    max_delay: float,
-    unhandled: str,
-    gap_policy: str,
-    dlq_suffix: str,
-    batch: bool,
-    park: bool,
-    schemas_dir: Path | None,
-    max_poll_records: int,
-    metrics_port: int | None,
-) -> None:
+def consume(ctx: click.Context, /, handlers: tuple[str, ...], **options: Any) -> None:
     """Run HANDLERS (module:Class) in one consumer until SIGTERM or SIGINT."""
     configure_logging()
     instances = [load_handler(h) for h in handlers]
-    s = settings(ctx)
-    config = ConsumerConfig(
-        bootstrap_servers=s.require_bootstrap(),
-        dsn=s.require_dsn(),
-        group_id=group or instances[0].consumer_name,
-        retry=RetryPolicy(
-            max_attempts=max_attempts, initial_delay_s=initial_delay, max_delay_s=max_delay
-        ),
-        unhandled=cast(Unhandled, unhandled),
-        gap_policy=cast(GapPolicy, gap_policy),
-        dlq_suffix=dlq_suffix,
-        batch_mode=batch,
-        park_aggregates=park,
-        metrics_port=metrics_port,
-        max_poll_records=max_poll_records,
-        schemas=Catalogue.load(schemas_dir or default_schemas_dir()),
-    )
-    consumer = Consumer(instances, config)
+    dispatch_table(instances)  # refuses a bad handler before anything else is read
+    config = consumer_config(settings(ctx), instances[0].consumer_name, options)
+    consumer = Consumer(instances, config, settings(ctx).names)
 
     stop_on_signals(consumer.stop)
     click.echo(f"consuming {', '.join(consumer.topics)} as group {config.group_id}", err=True)

@@ -36,6 +36,12 @@ def db() -> None:
 def migrate_command(ctx: click.Context, relay: str, debezium_password_file: Path | None) -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
     password = read_password_properties(debezium_password_file) if debezium_password_file else None
-    with connect(settings(ctx).require_dsn()) as conn:
-        applied = migrate(conn, mode=relay, debezium_password=password)  # type: ignore[arg-type]
+    s = settings(ctx)
+    with connect(s.require_dsn()) as conn:
+        applied = migrate(
+            conn,
+            names=s.names,
+            mode=relay,  # type: ignore[arg-type]
+            debezium_password=password,
+        )
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")

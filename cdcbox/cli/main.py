@@ -8,13 +8,20 @@ from cdcbox.cli.common import Settings
 from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
 from cdcbox.cli.consume import consume
 from cdcbox.cli.db import db
-from cdcbox.cli.operate import dlq, doctor, groups_group, inbox_group, offsets, parked, slot
-from cdcbox.cli.relay import outbox, relay
+from cdcbox.cli.dlq import dlq
+from cdcbox.cli.doctor import doctor
+from cdcbox.cli.groups import groups_group
+from cdcbox.cli.inbox import inbox_group
+from cdcbox.cli.offsets import offsets
+from cdcbox.cli.outbox import outbox
+from cdcbox.cli.parked import parked
+from cdcbox.cli.relay import relay
 from cdcbox.cli.schemas import schemas
+from cdcbox.cli.slot import slot
 from cdcbox.cli.stack import stack
 
 
-@click.group()
+@click.group(context_settings={"show_default": True})
 @click.option("--dsn", envvar="CDCBOX_DSN", help="PostgreSQL DSN (password via PGPASSFILE).")
 @click.option("--bootstrap-servers", envvar="CDCBOX_BOOTSTRAP_SERVERS", help="Kafka brokers.")
 @click.option("--connect-url", envvar="CDCBOX_CONNECT_URL", help="Kafka Connect REST URL.")
@@ -23,6 +30,13 @@ from cdcbox.cli.stack import stack
     "--connect-password",
     envvar="CDCBOX_CONNECT_PASSWORD",
     help="Connect basic-auth password (prefer the environment variable).",
+)
+@click.option(
+    "--schema",
+    default="public",
+    show_default=True,
+    envvar="CDCBOX_SCHEMA",
+    help="PostgreSQL schema of cdcbox's tables (outbox, inbox, versions, parked).",
 )
 @click.version_option(package_name="cdcbox")
 @click.pass_context
@@ -33,11 +47,16 @@ def cli(
     connect_url: str | None,
     connect_user: str | None,
     connect_password: str | None,
+    schema: str,
 ) -> None:
     """Operate the cdcbox outbox/inbox pipeline."""
     auth = (connect_user, connect_password or "") if connect_user else None
     ctx.obj = Settings(
-        dsn=dsn, bootstrap_servers=bootstrap_servers, connect_url=connect_url, connect_auth=auth
+        dsn=dsn,
+        bootstrap_servers=bootstrap_servers,
+        connect_url=connect_url,
+        connect_auth=auth,
+        schema=schema,
     )
 
 
@@ -60,6 +79,19 @@ for command in (
     schemas,
 ):
     cli.add_command(command)
+
+
+def _show_envvars(command: click.Command) -> None:
+    """`--help` names the environment variable of every option that has one."""
+    for param in command.params:
+        if isinstance(param, click.Option) and param.envvar:
+            param.show_envvar = True
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _show_envvars(sub)
+
+
+_show_envvars(cli)
 
 
 def main() -> None:

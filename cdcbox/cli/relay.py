@@ -1,31 +1,14 @@
-"""`cdc-ctl relay run` and `cdc-ctl outbox dead list|retry`: the polling relay."""
+"""`cdc-ctl relay run`: the polling relay (its DEAD rows: `cdc-ctl outbox dead`)."""
 
 from __future__ import annotations
 
 import click
 
-from cdcbox.cli.common import (
-    configure_logging,
-    handle_errors,
-    print_json,
-    print_table,
-    settings,
-    stop_on_signals,
-)
-from cdcbox.db import connect
-from cdcbox.names import DbNames
+from cdcbox.cli.common import configure_logging, handle_errors, settings, stop_on_signals
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.relay.config import default_worker_id
-from cdcbox.relay.store import RelayStore
 
 _d = RelayConfig(dsn="", bootstrap_servers="")
-schema_option = click.option(
-    "--schema",
-    default="public",
-    show_default=True,
-    envvar="CDCBOX_SCHEMA",
-    help="Schema of the outbox table.",
-)
 
 
 @click.group("relay")
@@ -78,13 +61,6 @@ def relay() -> None:
 )
 @click.option("--unordered", is_flag=True, help="Do not hold an aggregate's later events.")
 @click.option("--metrics-port", type=int, default=None, envvar="CDCBOX_METRICS_PORT")
-@click.option(
-    "--schema",
-    default="public",
-    show_default=True,
-    envvar="CDCBOX_SCHEMA",
-    help="Schema of the outbox table.",
-)
 @click.pass_context
 @handle_errors
 def run(
@@ -97,7 +73,6 @@ def run(
     listen: bool,
     unordered: bool,
     metrics_port: int | None,
-    schema: str,
 ) -> None:
     """Publish the outbox to Kafka until SIGTERM/SIGINT (the batch in flight finishes)."""
     configure_logging()
@@ -115,58 +90,9 @@ def run(
             listen=listen,
             metrics_port=metrics_port,
         ),
-        names=DbNames(schema=schema),
+        names=s.names,
     )
 
     stop_on_signals(worker.stop)
     stats = worker.run()
     click.echo(f"sent={stats.sent} failed={stats.failed} dead={stats.dead}", err=True)
-
-
-@click.group("outbox")
-def outbox() -> None:
-    """Inspect and repair the outbox table."""
-
-
-@outbox.group("dead")
-def dead() -> None:
-    """Rows the polling relay gave up on."""
-
-
-@dead.command("list")
-@click.option("--limit", type=int, default=100, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@schema_option
-@click.pass_context
-@handle_errors
-def dead_list(ctx: click.Context, limit: int, as_json: bool, schema: str) -> None:
-    with connect(settings(ctx).require_dsn(), autocommit=True) as conn:
-        rows = RelayStore(DbNames(schema=schema)).dead(conn, limit)
-    keys = [
-        "id",
-        "event_id",
-        "aggregate_type",
-        "aggregate_id",
-        "event_type",
-        "retry_count",
-        "last_error",
-    ]
-    if as_json:
-        print_json([dict(zip(keys, r, strict=True)) for r in rows])
-    else:
-        print_table([(*r[:6], (r[6] or "")[:60]) for r in rows], keys)
-
-
-@dead.command("retry")
-@click.argument("ids", nargs=-1, type=int, required=True)
-@schema_option
-@click.pass_context
-@handle_errors
-def dead_retry(ctx: click.Context, ids: tuple[int, ...], schema: str) -> None:
-    """Put DEAD rows back to RETRY (attempts reset); the relay picks them up next."""
-    with connect(settings(ctx).require_dsn(), autocommit=True) as conn:
-        retried = RelayStore(DbNames(schema=schema)).retry_dead(conn, list(ids))
-    missing = sorted(set(ids) - set(retried))
-    click.echo(f"retrying {len(retried)} row(s)" + (f"; not DEAD: {missing}" if missing else ""))
-    if missing:
-        raise SystemExit(1)

@@ -17,25 +17,14 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.names import DbNames
-
-_ROW = (
-    "id",
-    "event_id",
-    "aggregate_type",
-    "aggregate_id",
-    "aggregate_version",
-    "event_type",
-    "payload",
-    "content_type",
-    "trace_id",
-    "created_at",
-    "occurred_at",
-    "retry_count",
-)
+from cdcbox.outbox import EVENT_COLUMNS
 
 
 @dataclass(frozen=True)
 class OutboxRow:
+    """One outbox row as the relay reads it: the producer's columns between the row id
+    and the row's bookkeeping, in this order (`_ROW`)."""
+
     id: int
     event_id: Any
     aggregate_type: str
@@ -48,6 +37,9 @@ class OutboxRow:
     created_at: datetime
     occurred_at: str
     retry_count: int
+
+
+_ROW = ("id", *EVENT_COLUMNS, "created_at", "occurred_at", "retry_count")
 
 
 class RelayStore:
@@ -90,10 +82,6 @@ class RelayStore:
             "UPDATE {t} SET status = CASE WHEN retry_count > 0 THEN 'RETRY' ELSE 'PENDING' END, "
             "locked_by = NULL, locked_until = NULL "
             "WHERE id = ANY(%s) AND status = 'PROCESSING' AND locked_by = %s"
-        ).format(t=t)
-        self._backlog = sql.SQL(
-            "SELECT status, count(*), extract(epoch FROM now() - min(created_at "
-            "AT TIME ZONE 'UTC')) FROM {t} GROUP BY status"
         ).format(t=t)
         self._dead = sql.SQL(
             "SELECT id, event_id, aggregate_type, aggregate_id, event_type, retry_count, "
@@ -159,11 +147,6 @@ class RelayStore:
     def release(self, conn: psycopg.Connection[Any], worker: str, ids: list[int]) -> int:
         with conn.transaction():
             return conn.execute(self._release, (ids, worker)).rowcount
-
-    def backlog(self, conn: psycopg.Connection[Any]) -> dict[str, tuple[int, float]]:
-        """Rows and the oldest row's age in seconds, by status."""
-        with conn.transaction():
-            return {s: (int(n), float(age or 0)) for s, n, age in conn.execute(self._backlog)}
 
     def dead(self, conn: psycopg.Connection[Any], limit: int = 100) -> list[tuple[Any, ...]]:
         with conn.transaction():

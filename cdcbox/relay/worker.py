@@ -29,6 +29,7 @@ from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
 from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow, RelayStore
+from cdcbox.retention import outbox_stats
 
 log = logging.getLogger("cdcbox.relay")
 
@@ -234,12 +235,11 @@ class RelayWorker:
         for _ in self._listener.notifies(timeout=0):
             pass
 
-    def refresh_backlog(self) -> dict[str, tuple[int, float]]:
-        backlog = self.store.backlog(self.connection())
+    def refresh_backlog(self) -> None:
+        stats = outbox_stats(self.connection(), self.names)
         for status in ("PENDING", "PROCESSING", "SENT", "RETRY", "DEAD"):
-            self.metrics.backlog.labels(status).set(backlog.get(status, (0, 0.0))[0])
-        self.metrics.oldest_pending_s.set(backlog.get("PENDING", (0, 0.0))[1])
-        return backlog
+            self.metrics.backlog.labels(status).set(stats.by_status.get(status, 0))
+        self.metrics.oldest_pending_s.set(stats.oldest_pending_age_s or 0.0)
 
     def close(self) -> None:
         if self._producer is not None:

@@ -9,15 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
 
 from cdcbox.errors import StackError
 from cdcbox.stack.config import StackConfig
-from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.endpoints import ComponentStatus, Endpoints
 from cdcbox.stack.secrets import StackSecrets
-
-if TYPE_CHECKING:
-    from cdcbox.stack.runner import ComponentStatus
 
 PROJECT = "cdcbox"
 
@@ -55,7 +51,7 @@ class ComposeStack:
             "CDCBOX_DATABASE": self.config.database,
         }
 
-    def _compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    def run_compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **self.environment()}
         argv = [
             "docker",
@@ -68,12 +64,19 @@ class ComposeStack:
             str(self.config.infra_dir / "docker-compose.yml"),
             *args,
         ]
-        return subprocess.run(
-            argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        try:
+            return subprocess.run(
+                argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired as e:
+            raise StackError(
+                f"docker compose {args[0]} did not finish within {timeout:.0f}s (images still "
+                f"pulling or building?); it may still be running: `docker compose -p {PROJECT} "
+                "ps`, then run the command again"
+            ) from e
 
     def up(self) -> Endpoints:
-        result = self._compose("up", "-d", "--build", "--wait")
+        result = self.run_compose("up", "-d", "--build", "--wait")
         if result.returncode != 0:
             raise StackError(
                 f"docker compose up failed (see `docker compose -p {PROJECT} logs`):"
@@ -97,14 +100,12 @@ class ComposeStack:
 
     def down(self, purge: bool) -> None:
         args = ["down", "--volumes"] if purge else ["down"]
-        result = self._compose(*args)
+        result = self.run_compose(*args)
         if result.returncode != 0:
             raise StackError(f"docker compose down failed:\n{result.stderr[-3000:]}")
 
     def status(self) -> list[ComponentStatus]:
-        from cdcbox.stack.runner import ComponentStatus
-
-        result = self._compose("ps", "--format", "{{.Service}} {{.State}}", timeout=60)
+        result = self.run_compose("ps", "--format", "{{.Service}} {{.State}}", timeout=60)
         states = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
         return [
             ComponentStatus(name, states.get(name) == "running", states.get(name, "absent"))

@@ -1,4 +1,5 @@
-"""How clients reach a running stack, as the environment variables `cdc-ctl stack env` prints.
+"""How clients reach a running stack, as the environment variables `cdc-ctl stack env` prints,
+and what `cdc-ctl stack status` reports of each component.
 
 The DSN carries no password (libpq reads PGPASSFILE); the connector's view of the
 database (host, port, secrets path as seen by the Connect worker) is separate from the
@@ -25,6 +26,15 @@ ENV_NAMES = {
     "connect_db_secrets": "CDCBOX_CONNECT_DB_SECRETS",
     "debezium_password_file": "CDCBOX_DEBEZIUM_PASSWORD_FILE",
 }
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    """One component of a stack as `cdc-ctl stack status` reports it."""
+
+    name: str
+    running: bool
+    detail: str
 
 
 @dataclass(frozen=True)

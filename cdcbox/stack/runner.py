@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -16,20 +15,13 @@ from cdcbox.errors import StackError
 from cdcbox.stack.compose import ComposeStack, docker_engine_answers
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.connect_worker import NativeConnect
-from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.endpoints import ComponentStatus, Endpoints
 from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
 
 Mode = Literal["native", "compose"]
-
-
-@dataclass(frozen=True)
-class ComponentStatus:
-    name: str
-    running: bool
-    detail: str
 
 
 def _mode_file(config: StackConfig) -> Path:
@@ -49,17 +41,32 @@ def choose_mode(requested: Mode | None) -> Mode:
 def up(config: StackConfig, mode: Mode | None = None) -> Endpoints:
     """Start every component and wait until each answers; return how to reach them."""
     mode = choose_mode(mode)
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    config.state_dir.chmod(0o755)
-    secrets = _secrets(config)
-    secrets.ensure(config.host, config.ports.postgres)
-    _mode_file(config).write_text(json.dumps({"mode": mode}) + "\n")
+    secrets = _prepare(config, mode)
     if mode == "compose":
         endpoints = ComposeStack(config, secrets).up()
     else:
         endpoints = _native_up(config, secrets)
     endpoints.save(config.state_dir / "endpoints.json")
     return endpoints
+
+
+def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    config.state_dir.chmod(0o755)
+    secrets = _secrets(config)
+    secrets.ensure(config.host, config.ports.postgres)
+    _mode_file(config).write_text(json.dumps({"mode": mode}) + "\n")
+    return secrets
+
+
+def postgres_up(config: StackConfig) -> tuple[str, str]:
+    """Start only the native PostgreSQL (for tests and tools that need nothing else);
+    returns its DSN and the PGPASSFILE that holds its password. A later `up` of the
+    same state directory leaves it running and adds the rest; `down` stops it."""
+    secrets = _prepare(config, "native")
+    postgres = NativePostgres(config, secrets)
+    postgres.start()
+    return postgres.dsn(), str(secrets.pgpass)
 
 
 def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:

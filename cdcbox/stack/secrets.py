@@ -11,8 +11,10 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdcbox.errors import ConfigError
+from cdcbox.names import DbNames
+
 SUPERUSER = "postgres"
-DEBEZIUM_ROLE = "cdcbox_debezium"
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class StackSecrets:
             _write_private(self.debezium_properties, f"password={secrets.token_urlsafe(24)}\n")
         lines = [
             f"{host}:{port}:*:{SUPERUSER}:{self.superuser_password()}",
-            f"{host}:{port}:*:{DEBEZIUM_ROLE}:{self.debezium_password()}",
+            f"{host}:{port}:*:{DbNames().debezium_role}:{self.debezium_password()}",
         ]
         _write_private(self.pgpass, "\n".join(lines) + "\n")
 
@@ -55,11 +57,15 @@ class StackSecrets:
 
 def read_password_properties(path: Path) -> str:
     """The `password` entry of a Java properties file (the format Connect's provider reads)."""
-    for line in path.read_text().splitlines():
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read the password file {path}: {e.strerror}") from e
+    for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep and key.strip() == "password":
             return value.strip()
-    raise KeyError(f"{path} has no 'password=' line")
+    raise ConfigError(f"{path} has no 'password=' line")
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -16,12 +16,14 @@ from cdcbox import wire
 from cdcbox.cli.main import cli
 from cdcbox.connect import ConnectClient
 from cdcbox.consumer import Outcome, RetryPolicy
+from cdcbox.kafka_client import KafkaSettings
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
+from cdcbox.topics import ensure_topics
 from tests.e2e.conftest import count_effects, effects, recording_handler
 from tests.helpers import eventually, unique
 
@@ -151,8 +153,10 @@ def test_group_lag_and_reset_refused_while_active(stack: Endpoints, run_consumer
 def test_outbox_and_inbox_retention_keep_what_is_still_needed(
     spec_file: Any, connect_client: ConnectClient, stack: Endpoints
 ) -> None:
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        OUTBOX.append(conn, NewEvent("order", unique("pending"), "Created", {}))
     stats = json.loads(ctl("outbox", "stats", "--json").output)
-    assert "PENDING" in stats["by_status"]
+    assert stats["by_status"]["PENDING"] >= 1
     # A connector that has read nothing cannot vouch for any row: CDC purge refuses.
     path, name = spec_file()
     assert ctl("apply", str(path)).exit_code == 0
@@ -232,8 +236,12 @@ def test_dead_letters_listed_shown_and_replayed_into_an_exact_effect(
     assert nothing.exit_code == 2
 
 
-def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(tmp_path: Path) -> None:
-    ok = ctl("doctor", "--json", "--topic", "outbox.event.order")
+def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(
+    tmp_path: Path, stack: Endpoints
+) -> None:
+    topic = wire.topic_for(unique("doctor"))
+    ensure_topics(KafkaSettings(stack.bootstrap_servers), [topic])
+    ok = ctl("doctor", "--json", "--topic", topic)
     checks = {c["name"]: c for c in json.loads(ok.output)}
     assert ok.exit_code == 0, ok.output
     assert all(c["ok"] for c in checks.values())
@@ -244,7 +252,7 @@ def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(tmp_path:
         "outbox columns",
         "debezium plugin",
         "slot retained WAL",
-        "topic outbox.event.order",
+        f"topic {topic}",
     } <= set(checks)
 
     spec = yaml.safe_load((resource_dir("connectors") / "outbox-postgres.yaml").read_text())
@@ -308,15 +316,15 @@ def test_outbox_dead_rows_listed_and_retried(stack: Endpoints) -> None:
     )
     relay.run_once()
     relay.close()
-    listed = ctl("outbox", "dead", "list", "--schema", names.schema, "--json")
+    listed = ctl("--schema", names.schema, "outbox", "dead", "list", "--json")
     assert listed.exit_code == 0
     (row,) = json.loads(listed.output)
     assert row["aggregate_id"] == "big"
     assert "MessageSizeTooLarge" in row["last_error"]
-    retried = ctl("outbox", "dead", "retry", str(row["id"]), "--schema", names.schema)
+    retried = ctl("--schema", names.schema, "outbox", "dead", "retry", str(row["id"]))
     assert retried.exit_code == 0
     assert "retrying 1 row(s)" in retried.output
-    again = ctl("outbox", "dead", "retry", str(row["id"]), "--schema", names.schema)
+    again = ctl("--schema", names.schema, "outbox", "dead", "retry", str(row["id"]))
     assert again.exit_code == 1
     assert f"not DEAD: [{row['id']}]" in again.output
     with psycopg.connect(stack.dsn) as conn:
@@ -324,3 +332,16 @@ def test_outbox_dead_rows_listed_and_retried(stack: Endpoints) -> None:
             sql.SQL("SELECT status, retry_count FROM {}").format(names.table("outbox"))
         ).fetchone()
     assert status == ("RETRY", 0)
+
+
+def test_service_errors_a_user_causes_are_one_line_and_exit_2(stack: Endpoints) -> None:
+    unknown = ctl("connectors", "status", unique("nosuch"))
+    assert unknown.exit_code == 2
+    assert unknown.stderr.startswith("error: no connector named ")
+    assert len(unknown.stderr.strip().splitlines()) == 1
+    # cdcbox's tables in a schema nobody migrated: a hint to migrate, not a traceback.
+    unmigrated = ctl("--schema", unique("unmigrated"), "outbox", "stats")
+    assert unmigrated.exit_code == 2
+    assert "does not exist" in unmigrated.stderr
+    assert "has `cdc-ctl db migrate` run?" in unmigrated.stderr
+    assert len(unmigrated.stderr.strip().splitlines()) == 1

@@ -10,11 +10,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.structs import OffsetAndMetadata
 
-from cdcbox import wire
+from cdcbox import groups, wire
 from cdcbox.consumer import Outcome
+from cdcbox.kafka_client import KafkaSettings
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
@@ -124,7 +123,9 @@ def test_redelivered_records_change_nothing_and_are_counted(
         eventually(lambda: first.stats[Outcome.PROCESSED] == 5, what="5 processed")
 
     # Reset the (now idle) group to the earliest offsets, as an operator would.
-    _reset_group_to_earliest(stack, consumer, wire.topic_for(aggregate_type))
+    groups.reset(
+        KafkaSettings(stack.bootstrap_servers), consumer, "earliest", wire.topic_for(aggregate_type)
+    )
     with run_consumer([handler], group=consumer) as second:
         eventually(lambda: second.stats[Outcome.DUPLICATE] == 5, what="5 duplicates counted")
         assert second.stats[Outcome.PROCESSED] == 0
@@ -174,16 +175,3 @@ def test_concurrent_writers_arrive_in_per_aggregate_version_order(
     assert len(order) == writers * aggregates_per_writer
     for aggregate_id, seen in order.items():
         assert seen == list(range(1, versions + 1)), f"{aggregate_id} out of order: {seen}"
-
-
-def _reset_group_to_earliest(stack: Endpoints, group: str, topic: str) -> None:
-    committer = KafkaConsumer(
-        bootstrap_servers=stack.bootstrap_servers, group_id=group, enable_auto_commit=False
-    )
-    try:
-        partitions = [TopicPartition(topic, p) for p in committer.partitions_for_topic(topic)]
-        committer.assign(partitions)
-        starts = committer.beginning_offsets(partitions)
-        committer.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in starts.items()})
-    finally:
-        committer.close(autocommit=False)

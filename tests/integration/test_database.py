@@ -1,4 +1,5 @@
-"""Migrations, the producer and the inbox against real PostgreSQL (no Kafka needed)."""
+"""Migrations, the producer, the inbox and the pipeline's database steps against real
+PostgreSQL, and nothing else: records are fed to the pipeline without Kafka."""
 
 from __future__ import annotations
 
@@ -23,22 +24,21 @@ from cdcbox.inbox import Inbox
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
-from cdcbox.stack.endpoints import Endpoints
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.integration
 
 
-def test_migrations_are_idempotent_and_safe_when_run_concurrently(stack: Endpoints) -> None:
+def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str) -> None:
     names = DbNames(schema=unique("mig"))
-    with psycopg.connect(stack.dsn, autocommit=True) as admin:
+    with psycopg.connect(database, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
     results: list[list[str]] = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            with psycopg.connect(stack.dsn) as conn:
+            with psycopg.connect(database) as conn:
                 results.append(migrate(conn, names=names, mode="polling"))
         except BaseException as e:
             errors.append(e)
@@ -59,7 +59,7 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(stack: Endpoin
         "polling/0001_relay_indexes",
         "polling/0002_notify",
     ]
-    with psycopg.connect(stack.dsn) as conn:
+    with psycopg.connect(database) as conn:
         assert migrate(conn, names=names, mode="polling") == []
         indexes = {
             r[0]
@@ -111,9 +111,9 @@ def test_cdc_mode_creates_no_relay_indexes_and_a_least_privilege_role(
     assert publishes == (True, False, False, False)
 
 
-def test_append_outside_a_transaction_is_refused(stack: Endpoints) -> None:
+def test_append_outside_a_transaction_is_refused(database: str) -> None:
     with (
-        psycopg.connect(stack.dsn, autocommit=True) as conn,
+        psycopg.connect(database, autocommit=True) as conn,
         pytest.raises(UsageError, match="outside a transaction"),
     ):
         Outbox().append(conn, NewEvent("order", "a", "T", {}))
@@ -198,10 +198,10 @@ class Counter(Handler):
         self.applied.append(str(event.aggregate_version))
 
 
-def pipeline_for(stack: Endpoints, handler: Counter, **options: Any) -> RecordPipeline:
+def pipeline_for(database: str, handler: Counter, **options: Any) -> RecordPipeline:
     """The pipeline without Kafka: these records never reach the dead-letter path."""
     config = ConsumerConfig(
-        bootstrap_servers="unused", dsn=stack.dsn, group_id=handler.consumer_name, **options
+        bootstrap_servers="unused", dsn=database, group_id=handler.consumer_name, **options
     )
     return RecordPipeline(
         {t: handler for t in handler.event_types},
@@ -222,10 +222,10 @@ def outcome_of(pipeline: RecordPipeline, conn: psycopg.Connection[Any], rec: Rec
 
 
 def test_duplicates_and_stale_versions_are_skipped_and_counted(
-    stack: Endpoints, db: psycopg.Connection[Any]
+    database: str, db: psycopg.Connection[Any]
 ) -> None:
     handler = Counter(unique("consumer"))
-    pipeline = pipeline_for(stack, handler)
+    pipeline = pipeline_for(database, handler)
     aggregate = unique("agg")
     first = record(aggregate, 1)
     outcomes = [
@@ -263,27 +263,27 @@ def test_duplicates_and_stale_versions_are_skipped_and_counted(
 
 
 def test_refused_transition_is_recorded_for_reconciliation(
-    stack: Endpoints, db: psycopg.Connection[Any]
+    database: str, db: psycopg.Connection[Any]
 ) -> None:
     handler = Counter(unique("consumer"))
     refused = record(unique("agg"), 1, event_type="Refused")
-    assert outcome_of(pipeline_for(stack, handler), db, refused) == Outcome.REFUSED
+    assert outcome_of(pipeline_for(database, handler), db, refused) == Outcome.REFUSED
     row = db.execute(
         "SELECT reason FROM consumer_reconciliation WHERE consumer_name = %s",
         (handler.consumer_name,),
     ).fetchone()
     assert row == ("order is cancelled",)
     # Redelivered, it is a duplicate: the refusal is final, not retried forever.
-    assert outcome_of(pipeline_for(stack, handler), db, refused) == Outcome.DUPLICATE
+    assert outcome_of(pipeline_for(database, handler), db, refused) == Outcome.DUPLICATE
 
 
 def test_gap_is_held_until_the_missing_version_is_applied(
-    stack: Endpoints, db: psycopg.Connection[Any]
+    database: str, db: psycopg.Connection[Any]
 ) -> None:
     handler = Counter(unique("consumer"))
     aggregate = unique("agg")
     held = pipeline_for(
-        stack,
+        database,
         handler,
         gap_policy="hold",
         retry=RetryPolicy(max_attempts=200, initial_delay_s=0.01, max_delay_s=0.02),
@@ -294,7 +294,7 @@ def test_gap_is_held_until_the_missing_version_is_applied(
     done = threading.Event()
 
     def process_v3() -> None:
-        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+        with psycopg.connect(database, autocommit=True) as conn:
             held.process(lambda: conn, record(aggregate, 3))
         done.set()
 
@@ -303,8 +303,8 @@ def test_gap_is_held_until_the_missing_version_is_applied(
     eventually(lambda: held.stats.retries >= 3, timeout=30, what="version 3 held")
     assert handler.applied == ["1"]
     # ... until version 2 is applied (here by a second instance of the same consumer).
-    with psycopg.connect(stack.dsn, autocommit=True) as other:
-        assert outcome_of(pipeline_for(stack, handler), other, record(aggregate, 2)) == (
+    with psycopg.connect(database, autocommit=True) as other:
+        assert outcome_of(pipeline_for(database, handler), other, record(aggregate, 2)) == (
             Outcome.PROCESSED
         )
     worker.join(timeout=30)
@@ -341,11 +341,11 @@ def test_bulk_claim_returns_only_new_pairs_and_finish_marks_them(
 
 
 def test_an_event_type_no_handler_takes_is_counted_unhandled_whatever_its_bytes(
-    stack: Endpoints, db: psycopg.Connection[Any]
+    database: str, db: psycopg.Connection[Any]
 ) -> None:
     handler = Counter(unique("consumer"))
     rec = record(unique("agg"), 1, event_type="SomethingElse")
     rec.value = b"\xc3\x01 not json and not a known Avro schema"
     rec.headers.append(("content-type", b"application/vnd.apache.avro+binary"))
-    assert outcome_of(pipeline_for(stack, handler), db, rec) == Outcome.UNHANDLED
+    assert outcome_of(pipeline_for(database, handler), db, rec) == Outcome.UNHANDLED
     assert handler.applied == []

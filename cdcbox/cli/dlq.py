@@ -1,0 +1,92 @@
+"""`cdc-ctl dlq`: dead-letter topics, listed, shown and replayed."""
+
+from __future__ import annotations
+
+import click
+
+from cdcbox import dlq as dead_letters
+from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
+from cdcbox.errors import UsageError
+
+
+@click.group("dlq")
+def dlq() -> None:
+    """Dead-letter topics: list, show, replay."""
+
+
+@dlq.command("list")
+@click.argument("topic")
+@json_option
+@click.pass_context
+@handle_errors
+def dlq_list(ctx: click.Context, topic: str, as_json: bool) -> None:
+    letters = dead_letters.read(settings(ctx).kafka(), topic)
+    if as_json:
+        print_json([d.summary() for d in letters])
+    else:
+        print_table(
+            [
+                (
+                    d.partition,
+                    d.offset,
+                    d.event_id,
+                    d.header("event_type"),
+                    d.header("cdcbox.error.type"),
+                    d.header("cdcbox.error.message")[:60],
+                )
+                for d in letters
+            ],
+            ["partition", "offset", "event_id", "event_type", "error", "message"],
+        )
+
+
+@dlq.command("show")
+@click.argument("topic")
+@click.option("--event-id", required=True)
+@click.pass_context
+@handle_errors
+def dlq_show(ctx: click.Context, topic: str, event_id: str) -> None:
+    letters = dead_letters.read(settings(ctx).kafka(), topic)
+    for d in dead_letters.select(letters, {event_id}):
+        print_json(
+            {
+                **d.summary(),
+                "headers": {k: v.decode(errors="replace") for k, v in d.headers},
+                "value": (d.value or b"").decode(errors="replace"),
+            }
+        )
+
+
+@dlq.command("replay")
+@click.argument("topic")
+@click.option("--event-id", "event_ids", multiple=True, help="Replay these (repeatable).")
+@click.option("--all", "replay_all", is_flag=True, help="Replay every dead letter.")
+@click.option(
+    "--release/--no-release",
+    default=True,
+    show_default=True,
+    help="Release the replayed events' parked aggregates first.",
+)
+@click.pass_context
+@handle_errors
+def dlq_replay(
+    ctx: click.Context, topic: str, event_ids: tuple[str, ...], replay_all: bool, release: bool
+) -> None:
+    """Republish dead letters to their original topic, same key, value and event id."""
+    if not event_ids and not replay_all:
+        raise UsageError("name --event-id ... or --all")
+    s = settings(ctx)
+    kafka = s.kafka()
+    letters = dead_letters.select(
+        dead_letters.read(kafka, topic), None if replay_all else set(event_ids)
+    )
+    conn = s.database() if release else None
+    try:
+        with click.progressbar(length=len(letters), label="replaying") as bar:
+            count = dead_letters.replay(
+                kafka, letters, progress=bar.update, release_in=conn, names=s.names
+            )
+    finally:
+        if conn is not None:
+            conn.close()
+    click.echo(f"replayed {count} dead letter(s) from {topic}")

@@ -1,0 +1,82 @@
+"""`cdc-ctl inbox`: inbox statistics and retention above the safety floor."""
+
+from __future__ import annotations
+
+import click
+
+from cdcbox import retention
+from cdcbox.cli.common import (
+    deleting_progress,
+    handle_errors,
+    json_option,
+    print_json,
+    print_table,
+    settings,
+)
+
+
+@click.group("inbox")
+def inbox_group() -> None:
+    """Inbox statistics and retention."""
+
+
+@inbox_group.command("stats")
+@json_option
+@click.pass_context
+@handle_errors
+def inbox_stats(ctx: click.Context, as_json: bool) -> None:
+    s = settings(ctx)
+    with s.database() as conn:
+        rows = retention.inbox_stats(conn, s.names)
+    if as_json:
+        print_json([{"consumer": c, "status": st, "rows": n, "oldest": o} for c, st, n, o in rows])
+    else:
+        print_table(rows, ["consumer", "status", "rows", "oldest received"])
+
+
+@inbox_group.command("purge")
+@click.option("--older-than", required=True, help="e.g. 14d")
+@click.option(
+    "--topic-retention",
+    default=None,
+    help="Override the topics' retention.ms read from Kafka (e.g. 7d).",
+)
+@click.option(
+    "--retry-window",
+    default="1h",
+    show_default=True,
+    help="Longest time a record can spend in retries.",
+)
+@click.option(
+    "--repair-window",
+    default="3d",
+    show_default=True,
+    help="Time people need to repair and replay by hand.",
+)
+@click.option("--force", is_flag=True, help="Purge below the safety floor anyway.")
+@click.option("--batch", type=int, default=5000, show_default=True)
+@click.pass_context
+@handle_errors
+def inbox_purge(
+    ctx: click.Context,
+    older_than: str,
+    topic_retention: str | None,
+    retry_window: str,
+    repair_window: str,
+    force: bool,
+    batch: int,
+) -> None:
+    """Delete processed inbox rows older than the retention, never below the safety floor."""
+    s = settings(ctx)
+    age = retention.parse_duration(older_than)
+    retry, repair = retention.parse_duration(retry_window), retention.parse_duration(repair_window)
+    floor = (
+        retention.InboxFloor(retention.parse_duration(topic_retention), retry, repair)
+        if topic_retention
+        else retention.inbox_floor(s.kafka(), retry, repair)
+    )
+    with s.database() as conn, deleting_progress() as bar:
+        deleted = retention.purge_inbox(
+            conn, age, floor, force=force, names=s.names, batch=batch, progress=bar.update
+        )
+    click.echo(f"deleted {deleted} inbox rows")

@@ -1,0 +1,69 @@
+"""`cdc-ctl offsets`: a connector's source offsets (Kafka Connect's offsets API)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import click
+
+from cdcbox import connector_offsets
+from cdcbox.cli.common import handle_errors, print_json, settings, yes_option
+from cdcbox.connect import ConnectClient
+
+
+@click.group("offsets")
+def offsets() -> None:
+    """A connector's source offsets (Kafka Connect's offsets API)."""
+
+
+@offsets.command("show")
+@click.argument("connector")
+@click.pass_context
+@handle_errors
+def offsets_show(ctx: click.Context, connector: str) -> None:
+    print_json(settings(ctx).connect_client().offsets(connector))
+
+
+def _change(
+    ctx: click.Context,
+    connector: str,
+    what: str,
+    yes: bool,
+    apply: Callable[[ConnectClient], None],
+) -> None:
+    client = settings(ctx).connect_client()
+    if not yes:
+        click.confirm(
+            f"{what} for {connector!r}: the connector is stopped meanwhile. Go on?", abort=True
+        )
+    before, after = connector_offsets.change_offsets(client, connector, lambda: apply(client))
+    click.echo("before: " + json.dumps(before))
+    click.echo("after:  " + json.dumps(after))
+
+
+@offsets.command("reset")
+@click.argument("connector")
+@yes_option
+@click.pass_context
+@handle_errors
+def offsets_reset(ctx: click.Context, connector: str, yes: bool) -> None:
+    """Forget the offsets (with snapshot.mode=no_data it resumes at the slot's position)."""
+    _change(ctx, connector, "reset offsets", yes, lambda c: c.reset_offsets(connector))
+
+
+@offsets.command("set")
+@click.argument("connector")
+@click.option("--lsn", type=int, required=True, help="WAL position (integer) to resume from.")
+@yes_option
+@click.pass_context
+@handle_errors
+def offsets_set(ctx: click.Context, connector: str, lsn: int, yes: bool) -> None:
+    """Point the connector at a WAL position (events before it are not published again)."""
+    _change(
+        ctx,
+        connector,
+        f"set lsn={lsn}",
+        yes,
+        lambda c: c.alter_offsets(connector, connector_offsets.lsn_offsets(c, connector, lsn)),
+    )

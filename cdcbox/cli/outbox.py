@@ -1,0 +1,128 @@
+"""`cdc-ctl outbox`: backlog statistics, retention, and the polling relay's DEAD rows."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import click
+
+from cdcbox import connector_offsets, retention
+from cdcbox.cli.common import (
+    deleting_progress,
+    handle_errors,
+    json_option,
+    print_json,
+    print_table,
+    settings,
+)
+from cdcbox.migrate import RelayMode
+from cdcbox.relay.store import RelayStore
+
+
+@click.group("outbox")
+def outbox() -> None:
+    """Inspect, purge and repair the outbox table."""
+
+
+@outbox.command("stats")
+@json_option
+@click.pass_context
+@handle_errors
+def outbox_stats(ctx: click.Context, as_json: bool) -> None:
+    s = settings(ctx)
+    with s.database() as conn:
+        stats = retention.outbox_stats(conn, s.names)
+    if as_json:
+        print_json(vars(stats))
+        return
+    print_table(sorted(stats.by_status.items()), ["status", "rows"])
+    age = stats.oldest_pending_age_s
+    click.echo(
+        f"oldest pending: {age:.0f}s; dead: {stats.dead}"
+        if age is not None
+        else f"no pending rows; dead: {stats.dead}"
+    )
+
+
+@outbox.command("purge")
+@click.option("--older-than", required=True, help="e.g. 7d")
+@click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True)
+@click.option(
+    "--connector",
+    default="cdcbox-outbox",
+    show_default=True,
+    help="CDC mode: never delete past what this connector confirmed reading.",
+)
+@click.option("--batch", type=int, default=5000, show_default=True)
+@click.pass_context
+@handle_errors
+def outbox_purge(
+    ctx: click.Context, older_than: str, relay: str, connector: str, batch: int
+) -> None:
+    """Delete old rows no relay needs (CDC: only what the connector has read)."""
+    s = settings(ctx)
+    age = retention.parse_duration(older_than)
+    read_until = (
+        connector_offsets.read_position(s.connect_client(), connector) if relay == "cdc" else None
+    )
+    with s.database() as conn, deleting_progress() as bar:
+        result = retention.purge_outbox(
+            conn,
+            age,
+            cast(RelayMode, relay),
+            read_until=read_until,
+            names=s.names,
+            batch=batch,
+            progress=bar.update,
+        )
+    if result.capped_by_connector:
+        click.echo(
+            f"connector {connector} has read up to {result.cutoff.isoformat()}Z; "
+            "purged only rows before that",
+            err=True,
+        )
+    click.echo(f"deleted {result.deleted} outbox rows created before {result.cutoff.isoformat()}Z")
+
+
+@outbox.group("dead")
+def dead() -> None:
+    """Rows the polling relay gave up on."""
+
+
+@dead.command("list")
+@click.option("--limit", type=int, default=100, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def dead_list(ctx: click.Context, limit: int, as_json: bool) -> None:
+    s = settings(ctx)
+    with s.database() as conn:
+        rows = RelayStore(s.names).dead(conn, limit)
+    keys = [
+        "id",
+        "event_id",
+        "aggregate_type",
+        "aggregate_id",
+        "event_type",
+        "retry_count",
+        "last_error",
+    ]
+    if as_json:
+        print_json([dict(zip(keys, r, strict=True)) for r in rows])
+    else:
+        print_table([(*r[:6], (r[6] or "")[:60]) for r in rows], keys)
+
+
+@dead.command("retry")
+@click.argument("ids", nargs=-1, type=int, required=True)
+@click.pass_context
+@handle_errors
+def dead_retry(ctx: click.Context, ids: tuple[int, ...]) -> None:
+    """Put DEAD rows back to RETRY (attempts reset); the relay picks them up next."""
+    s = settings(ctx)
+    with s.database() as conn:
+        retried = RelayStore(s.names).retry_dead(conn, list(ids))
+    missing = sorted(set(ids) - set(retried))
+    click.echo(f"retrying {len(retried)} row(s)" + (f"; not DEAD: {missing}" if missing else ""))
+    if missing:
+        raise SystemExit(1)

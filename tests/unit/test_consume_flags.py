@@ -1,0 +1,99 @@
+"""`cdc-ctl consume` exposes every field of `ConsumerConfig` (and of its retry and breaker
+policies) as a flag and an environment variable, and its defaults are the dataclasses'."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdcbox.cli.common import Settings
+from cdcbox.cli.consume import consume, consumer_config
+from cdcbox.cli.main import cli
+from cdcbox.consumer import ConsumerConfig
+from cdcbox.resources import resource_dir
+
+SETTINGS = Settings(dsn="dbname=x", bootstrap_servers="k:9092", connect_url=None, connect_auth=None)
+FROM_SETTINGS = {"bootstrap_servers", "dsn"}  # the root options --dsn, --bootstrap-servers
+
+
+def leaf_fields(cls: type, prefix: str = "") -> set[str]:
+    """Dotted names of the fields, descending into nested policy dataclasses."""
+    names: set[str] = set()
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        if dataclasses.is_dataclass(default) and not isinstance(default, type):
+            names |= leaf_fields(type(default), f"{prefix}{f.name}.")
+        else:
+            names.add(prefix + f.name)
+    return names
+
+
+def parsed(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> ConsumerConfig:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ctx = consume.make_context("consume", ["some.module:Handler"])
+    return consumer_config(SETTINGS, "default-group", ctx.params)
+
+
+def field_value(config: ConsumerConfig, dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def test_defaults_are_the_dataclass_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = parsed(monkeypatch, {})
+    expected = ConsumerConfig(bootstrap_servers="k:9092", dsn="dbname=x", group_id="default-group")
+    for name in leaf_fields(ConsumerConfig) - {"schemas"}:
+        assert field_value(config, name) == field_value(expected, name), name
+
+
+def test_every_field_is_a_flag_and_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    catalogue = tmp_path / "avro"
+    shutil.copytree(resource_dir("schemas") / "avro", catalogue)
+    # field → (environment variable, value to set, what the field then holds)
+    cases: dict[str, tuple[str, str, Any]] = {
+        "group_id": ("CDCBOX_CONSUMER_GROUP", "g2", "g2"),
+        "retry.max_attempts": ("CDCBOX_MAX_ATTEMPTS", "9", 9),
+        "retry.initial_delay_s": ("CDCBOX_INITIAL_DELAY", "0.5", 0.5),
+        "retry.max_delay_s": ("CDCBOX_MAX_DELAY", "3", 3.0),
+        "retry.multiplier": ("CDCBOX_BACKOFF_MULTIPLIER", "3", 3.0),
+        "dlq_suffix": ("CDCBOX_DLQ_SUFFIX", ".dead", ".dead"),
+        "unhandled": ("CDCBOX_UNHANDLED", "dead-letter", "dead-letter"),
+        "gap_policy": ("CDCBOX_GAP_POLICY", "hold", "hold"),
+        "park_aggregates": ("CDCBOX_PARK", "false", False),
+        "parked_refresh_s": ("CDCBOX_PARKED_REFRESH", "1.5", 1.5),
+        "batch_mode": ("CDCBOX_BATCH", "true", True),
+        "breaker.failing_aggregates": ("CDCBOX_BREAKER_AGGREGATES", "7", 7),
+        "breaker.window_s": ("CDCBOX_BREAKER_WINDOW", "9", 9.0),
+        "breaker.enabled": ("CDCBOX_BREAKER", "false", False),
+        "metrics_port": ("CDCBOX_METRICS_PORT", "9100", 9100),
+        "metrics_host": ("CDCBOX_METRICS_HOST", "0.0.0.0", "0.0.0.0"),  # noqa: S104
+        "schemas": ("CDCBOX_SCHEMAS", str(catalogue), catalogue),
+        "auto_offset_reset": ("CDCBOX_AUTO_OFFSET_RESET", "latest", "latest"),
+        "fetch_max_wait_ms": ("CDCBOX_FETCH_MAX_WAIT_MS", "10", 10),
+        "max_poll_records": ("CDCBOX_MAX_POLL_RECORDS", "50", 50),
+        "poll_timeout_ms": ("CDCBOX_POLL_TIMEOUT_MS", "20", 20),
+        "client_id": ("CDCBOX_CLIENT_ID", "me", "me"),
+        "create_missing_topics": ("CDCBOX_CREATE_TOPICS", "false", False),
+        "metadata_max_age_ms": ("CDCBOX_METADATA_MAX_AGE_MS", "1000", 1000),
+    }
+    assert set(cases) == leaf_fields(ConsumerConfig) - FROM_SETTINGS
+    for name, (envvar, raw, expected) in cases.items():
+        with monkeypatch.context() as m:
+            config = parsed(m, {envvar: raw})
+        value = field_value(config, name)
+        if name == "schemas":
+            value = value.events["OrderCreated"].latest.path.parent
+        assert value == expected, f"{envvar}={raw} did not set {name}"
+    command = cli.commands["consume"]  # as `cdc-ctl consume --help` shows it
+    help_text = command.get_help(command.make_context("consume", ["m:H"]))
+    for envvar, _, _ in cases.values():
+        assert envvar in " ".join(help_text.split()), f"--help does not name {envvar}"
