@@ -53,117 +53,127 @@ def _column_types(conn: psycopg.Connection[Any], names: DbNames) -> dict[str, st
 def database_checks(
     conn: psycopg.Connection[Any], spec: ConnectorSpec, names: DbNames, max_retained_bytes: int
 ) -> list[Check]:
+    """What PostgreSQL must offer the connector: logical WAL, a free slot and sender, the
+    role, the publication, the outbox columns the router maps, a slot that advances."""
     config = spec.config
-    checks = []
+    slot = config.get("slot.name", "")
     with conn.transaction():
-        wal_level = conn.execute("SHOW wal_level").fetchone()
-        checks.append(
-            Check(
-                "wal_level",
-                wal_level == ("logical",),
-                f"wal_level={wal_level[0] if wal_level else '?'}",
-                "set wal_level = logical in postgresql.conf and restart",
-            )
-        )
-        slots = conn.execute(
-            "SELECT current_setting('max_replication_slots')::int, count(*) "
-            "FROM pg_replication_slots"
-        ).fetchone()
-        assert slots is not None
-        free_slots = slots[0] - slots[1]
-        slot = config.get("slot.name", "")
-        slot_exists = any(s.name == slot for s in slot_status(conn))
-        checks.append(
-            Check(
-                "replication slots",
-                free_slots > 0 or slot_exists,
-                f"{slots[1]} of {slots[0]} used",
-                "raise max_replication_slots, or drop unused slots (`cdc-ctl slot drop NAME`)",
-            )
-        )
-        senders = conn.execute(
-            "SELECT current_setting('max_wal_senders')::int, count(*) FROM pg_stat_replication"
-        ).fetchone()
-        assert senders is not None
-        checks.append(
-            Check(
-                "wal senders",
-                senders[0] - senders[1] > 0,
-                f"{senders[1]} of {senders[0]} used",
-                "raise max_wal_senders",
-            )
-        )
-        role = config.get("database.user", names.debezium_role)
-        rights = conn.execute(
-            "SELECT r.rolreplication, r.rolcanlogin, has_table_privilege(r.rolname, %s, "
-            "'SELECT') FROM pg_roles r WHERE r.rolname = %s",
-            (f"{names.schema}.{names.outbox}", role),
-        ).fetchone()
-        checks.append(
-            Check(
-                "debezium role",
-                rights == (True, True, True),
-                f"{role}: "
-                + (
-                    "missing"
-                    if rights is None
-                    else f"replication={rights[0]} login={rights[1]} select={rights[2]}"
-                ),
-                "run `cdc-ctl db migrate` (it creates the role with LOGIN REPLICATION and "
-                "SELECT on the outbox)",
-            )
-        )
-        publication = config.get("publication.name", names.publication)
-        tables = [
-            f"{s}.{t}"
-            for s, t in conn.execute(
-                "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-                (publication,),
-            )
+        return [
+            _wal_level(conn),
+            *_replication_capacity(conn, slot),
+            _debezium_role(conn, config.get("database.user", names.debezium_role), names),
+            _publication(conn, config, names),
+            _outbox_columns(conn, config, names),
+            _slot_retention(conn, slot, max_retained_bytes),
         ]
-        wanted = config.get("table.include.list", names.outbox_qualified)
-        checks.append(
-            Check(
-                "publication",
-                tables == [wanted],
-                f"{publication} covers {tables or 'nothing'}",
-                f"the publication must cover exactly {wanted}: `cdc-ctl db migrate` creates it",
-            )
+
+
+def _wal_level(conn: psycopg.Connection[Any]) -> Check:
+    wal_level = conn.execute("SHOW wal_level").fetchone()
+    return Check(
+        "wal_level",
+        wal_level == ("logical",),
+        f"wal_level={wal_level[0] if wal_level else '?'}",
+        "set wal_level = logical in postgresql.conf and restart",
+    )
+
+
+def _replication_capacity(conn: psycopg.Connection[Any], slot: str) -> list[Check]:
+    slots = conn.execute(
+        "SELECT current_setting('max_replication_slots')::int, count(*) FROM pg_replication_slots"
+    ).fetchone()
+    senders = conn.execute(
+        "SELECT current_setting('max_wal_senders')::int, count(*) FROM pg_stat_replication"
+    ).fetchone()
+    assert slots is not None
+    assert senders is not None
+    slot_exists = any(s.name == slot for s in slot_status(conn))
+    return [
+        Check(
+            "replication slots",
+            slots[0] - slots[1] > 0 or slot_exists,
+            f"{slots[1]} of {slots[0]} used",
+            "raise max_replication_slots, or drop unused slots (`cdc-ctl slot drop NAME`)",
+        ),
+        Check(
+            "wal senders",
+            senders[0] - senders[1] > 0,
+            f"{senders[1]} of {senders[0]} used",
+            "raise max_wal_senders",
+        ),
+    ]
+
+
+def _debezium_role(conn: psycopg.Connection[Any], role: str, names: DbNames) -> Check:
+    rights = conn.execute(
+        "SELECT r.rolreplication, r.rolcanlogin, has_table_privilege(r.rolname, %s, "
+        "'SELECT') FROM pg_roles r WHERE r.rolname = %s",
+        (names.outbox_qualified, role),
+    ).fetchone()
+    detail = (
+        "missing"
+        if rights is None
+        else f"replication={rights[0]} login={rights[1]} select={rights[2]}"
+    )
+    return Check(
+        "debezium role",
+        rights == (True, True, True),
+        f"{role}: {detail}",
+        "run `cdc-ctl db migrate` (it creates the role with LOGIN REPLICATION and "
+        "SELECT on the outbox)",
+    )
+
+
+def _publication(conn: psycopg.Connection[Any], config: dict[str, str], names: DbNames) -> Check:
+    publication = config.get("publication.name", names.publication)
+    tables = [
+        f"{s}.{t}"
+        for s, t in conn.execute(
+            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+            (publication,),
         )
-        types = _column_types(conn, names)
-        mapped = {
-            k.rsplit(".", 1)[-1]: v
-            for k, v in config.items()
-            if k.startswith("transforms.") and ".table.field.event." in k
-        }
-        missing = sorted(c for c in mapped.values() if c not in types)
-        timestamp_col = mapped.get("timestamp")
-        ts_type = types.get(timestamp_col or "", "")
-        problems = [f"missing column {c}" for c in missing]
-        if timestamp_col and ts_type and ts_type != "timestamp without time zone":
-            problems.append(
-                f"{timestamp_col} is {ts_type}, the router needs timestamp (without time zone)"
-            )
-        checks.append(
-            Check(
-                "outbox columns",
-                not problems and bool(types),
-                "; ".join(problems) or f"{len(types)} columns match the spec",
-                "align the outbox table with the connector spec's table.field.event.* mapping",
-            )
+    ]
+    wanted = config.get("table.include.list", names.outbox_qualified)
+    return Check(
+        "publication",
+        tables == [wanted],
+        f"{publication} covers {tables or 'nothing'}",
+        f"the publication must cover exactly {wanted}: `cdc-ctl db migrate` creates it",
+    )
+
+
+def _outbox_columns(conn: psycopg.Connection[Any], config: dict[str, str], names: DbNames) -> Check:
+    types = _column_types(conn, names)
+    mapped = {
+        k.rsplit(".", 1)[-1]: v
+        for k, v in config.items()
+        if k.startswith("transforms.") and ".table.field.event." in k
+    }
+    problems = [f"missing column {c}" for c in sorted(mapped.values()) if c not in types]
+    timestamp_col = mapped.get("timestamp")
+    ts_type = types.get(timestamp_col or "", "")
+    if timestamp_col and ts_type and ts_type != "timestamp without time zone":
+        problems.append(
+            f"{timestamp_col} is {ts_type}, the router needs timestamp (without time zone)"
         )
-        retained = [s for s in slot_status(conn) if s.name == slot]
-        held = retained[0].retained_bytes if retained else 0
-        checks.append(
-            Check(
-                "slot retained WAL",
-                held <= max_retained_bytes,
-                f"{slot}: {held} bytes retained" if retained else f"{slot}: not created yet",
-                "the connector is not consuming: `cdc-ctl connectors status NAME`; "
-                "an abandoned slot: `cdc-ctl slot drop NAME`",
-            )
-        )
-    return checks
+    return Check(
+        "outbox columns",
+        not problems and bool(types),
+        "; ".join(problems) or f"{len(types)} columns match the spec",
+        "align the outbox table with the connector spec's table.field.event.* mapping",
+    )
+
+
+def _slot_retention(conn: psycopg.Connection[Any], slot: str, max_retained_bytes: int) -> Check:
+    retained = [s for s in slot_status(conn) if s.name == slot]
+    held = retained[0].retained_bytes if retained else 0
+    return Check(
+        "slot retained WAL",
+        held <= max_retained_bytes,
+        f"{slot}: {held} bytes retained" if retained else f"{slot}: not created yet",
+        "the connector is not consuming: `cdc-ctl connectors status NAME`; "
+        "an abandoned slot: `cdc-ctl slot drop NAME`",
+    )
 
 
 def connect_checks(client: ConnectClient, expected: str) -> list[Check]:

@@ -3,6 +3,7 @@ PostgreSQL, and nothing else: records are fed to the pipeline without Kafka."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -349,3 +350,125 @@ def test_an_event_type_no_handler_takes_is_counted_unhandled_whatever_its_bytes(
     rec.headers.append(("content-type", b"application/vnd.apache.avro+binary"))
     assert outcome_of(pipeline_for(database, handler), db, rec) == Outcome.UNHANDLED
     assert handler.applied == []
+
+
+# --- parking and batch savepoints: the dead-letter topic is recorded, not published -------
+
+
+@dataclass
+class RecordedLetters:
+    """Stands in for the DLQ producer (Kafka is tests/e2e's business): what was sent."""
+
+    sent: list[tuple[str, str]] = field(default_factory=list)  # (aggregate, version)
+
+    def publish(self, record: Any, **headers: Any) -> None:
+        version = dict(record.headers).get("aggregate_version", b"")
+        self.sent.append((record.key.decode(), version.decode()))
+
+
+class FailsOn(Counter):
+    """Applies every event except the versions of aggregates listed in `failing`."""
+
+    def __init__(self, name: str, failing: set[tuple[str, int]]) -> None:
+        super().__init__(name)
+        self.failing = failing
+
+    def handle(self, event: Any, conn: psycopg.Connection[Any]) -> None:
+        if (event.aggregate_id, event.aggregate_version) in self.failing:
+            raise RuntimeError("handler refuses this one")
+        conn.execute("SELECT 1")
+        self.applied.append(f"{event.aggregate_id}:{event.aggregate_version}")
+
+
+def parking_pipeline(
+    database: str, handler: Counter, letters: RecordedLetters, **options: Any
+) -> RecordPipeline:
+    config = ConsumerConfig(
+        bootstrap_servers="unused",
+        dsn=database,
+        group_id=handler.consumer_name,
+        retry=RetryPolicy(max_attempts=2, initial_delay_s=0.001, max_delay_s=0.002),
+        **options,
+    )
+    return RecordPipeline(
+        {t: handler for t in handler.event_types},
+        Stores(),
+        dead_letters=letters,  # type: ignore[arg-type]
+        config=config,
+        stats=ConsumerStats(),
+        breaker=CircuitBreaker(BreakerPolicy()),
+    )
+
+
+def test_a_dead_lettered_event_parks_its_aggregate_for_every_member(
+    database: str, db: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="cdcbox.consumer")
+    a, b = unique("a"), unique("b")
+    handler = FailsOn(unique("consumer"), {(a, 2)})
+    letters = RecordedLetters()
+    pipeline = parking_pipeline(database, handler, letters)
+    outcomes = [
+        outcome_of(pipeline, db, r)
+        for r in (record(a, 1), record(a, 2), record(a, 3), record(b, 1))
+    ]
+    assert outcomes == [
+        Outcome.PROCESSED,
+        Outcome.DEAD_LETTERED,
+        Outcome.PARKED,  # a's v3 follows v2 instead of being applied past it
+        Outcome.PROCESSED,  # other aggregates keep flowing
+    ]
+    assert letters.sent == [(a, "2"), (a, "3")]
+    assert handler.applied == [f"{a}:1", f"{b}:1"]
+    # Every per-record line (retries, dead letters) names the event, aggregate and trace.
+    per_record = [r.getMessage() for r in caplog.records if r.name == "cdcbox.consumer"]
+    assert len(per_record) >= 3
+    for line in per_record:
+        assert f"(aggregate order/{a}, trace -)" in line, line
+    parked = db.execute(
+        "SELECT aggregate_id FROM consumer_parked_aggregate WHERE consumer_name = %s",
+        (handler.consumer_name,),
+    ).fetchall()
+    assert parked == [(a,)]
+    # Both the failed event and its follower are FAILED in the inbox: a replay applies them.
+    failed = db.execute(
+        "SELECT count(*) FROM inbox_event WHERE consumer_name = %s AND status = 'FAILED'",
+        (handler.consumer_name,),
+    ).fetchone()
+    assert failed == (2,)
+    # Another member (empty cache) sees the park once it refreshes, as on assignment.
+    other = parking_pipeline(database, handler, letters)
+    other.dead_letter.parking.refresh(db, [handler.consumer_name])
+    assert outcome_of(other, db, record(a, 4)) == Outcome.PARKED
+    # Released, the aggregate is applied again.
+    with db.transaction():
+        assert other.dead_letter.parking.release(db, handler.consumer_name, "order", a)
+    assert outcome_of(other, db, record(a, 5)) == Outcome.PROCESSED
+
+
+def test_a_failing_record_in_a_batch_defers_only_its_aggregate(
+    database: str, db: psycopg.Connection[Any]
+) -> None:
+    a, b, c = unique("a"), unique("b"), unique("c")
+    handler = FailsOn(unique("consumer"), {(b, 1)})
+    letters = RecordedLetters()
+    pipeline = parking_pipeline(database, handler, letters, batch_mode=True)
+    pipeline.process_batch(
+        lambda: db, [record(a, 1), record(b, 1), record(b, 2), record(c, 1), record(a, 2)]
+    )
+    # The batch was redone with a savepoint per record after b's failure (the handler saw
+    # a:1 twice, the first time rolled back) and committed a and c in order; b went the
+    # per-record way (retries, DLQ) and its v2 followed it.
+    assert handler.applied[-3:] == [f"{a}:1", f"{c}:1", f"{a}:2"]
+    assert not any(x.startswith(b) for x in handler.applied)
+    assert letters.sent == [(b, "1"), (b, "2")]
+    assert pipeline.stats[Outcome.PROCESSED] == 3
+    assert pipeline.stats[Outcome.DEAD_LETTERED] == 1
+    assert pipeline.stats[Outcome.PARKED] == 1
+    statuses = dict(
+        db.execute(
+            "SELECT status, count(*) FROM inbox_event WHERE consumer_name = %s GROUP BY 1",
+            (handler.consumer_name,),
+        ).fetchall()
+    )
+    assert statuses == {"PROCESSED": 3, "FAILED": 2}
