@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from cdcbox import wire
 from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka_client import Consumer, KafkaSettings, Producer, TopicPartition
 from cdcbox.names import DbNames
@@ -38,7 +39,9 @@ class DeadLetterError(CdcboxError, RuntimeError):
 class DeadLetterPublisher:
     """Writes a record that cannot be applied to its topic's DLQ and waits for the ack."""
 
-    def __init__(self, producer: Producer, suffix: str = ".dlq", timeout_s: float = 30) -> None:
+    def __init__(
+        self, producer: Producer, suffix: str = wire.DLQ_SUFFIX, timeout_s: float = 30
+    ) -> None:
         self.producer = producer
         self.suffix = suffix
         self.timeout_s = timeout_s

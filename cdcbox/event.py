@@ -2,7 +2,8 @@
 (`cdcbox.wire`) into one.
 
 A record that cannot be decoded raises `PoisonRecord` with the reason; the consumer sends
-it to the dead-letter topic at once rather than retrying what can never succeed.
+it to the dead-letter topic at once rather than retrying what can never succeed. When
+only the payload is at fault, `UndecodablePayload` carries the event it belongs to.
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ class Event:
             f"{self.event_id} (aggregate {self.aggregate_type}/{self.aggregate_id}, "
             f"trace {self.trace_id or '-'})"
         )
+
+
+class UndecodablePayload(PoisonRecord):
+    """The envelope is well-formed but the payload is not: `event` (payload None) names
+    the event, so its aggregate can be parked like after a handler failure."""
+
+    def __init__(self, message: str, event: Event) -> None:
+        super().__init__(message)
+        self.event = event
 
 
 def headers_of(record: Any) -> dict[str, bytes | None]:
@@ -105,18 +115,26 @@ def decode(record: Any, payload_decoder: PayloadDecoder = decode_payload) -> Eve
         _text(headers, wire.HEADER_CONTENT_TYPE, required=False) or wire.CONTENT_TYPE_JSON
     )
     value = bytes(record.value or b"")
-    return Event(
-        event_id=event_id,
-        event_type=event_type or "",
-        aggregate_type=aggregate_type or "",
-        aggregate_id=record.key.decode(errors="replace"),
-        aggregate_version=version,
-        occurred_at=occurred_at,
-        trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False) or None,
-        content_type=content_type,
-        payload=payload_decoder(content_type, event_type or "", value),
-        value=value,
-        topic=record.topic,
-        partition=record.partition,
-        offset=record.offset,
-    )
+
+    def event_with(payload: Any) -> Event:
+        return Event(
+            event_id=event_id,
+            event_type=event_type or "",
+            aggregate_type=aggregate_type or "",
+            aggregate_id=record.key.decode(errors="replace"),
+            aggregate_version=version,
+            occurred_at=occurred_at,
+            trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False) or None,
+            content_type=content_type,
+            payload=payload,
+            value=value,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+        )
+
+    try:
+        payload = payload_decoder(content_type, event_type or "", value)
+    except PoisonRecord as e:
+        raise UndecodablePayload(str(e), event_with(None)) from e
+    return event_with(payload)

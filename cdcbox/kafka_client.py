@@ -87,6 +87,17 @@ class _Client:
         self.close()
 
 
+class _AssignmentListener(kafka.ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, on_assigned: Callable[[set[TopicPartition]], None]) -> None:
+        self.on_assigned = on_assigned
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.on_assigned(set(assigned))
+
+
 class Consumer(_Client):
     """A KafkaConsumer (auto-commit always off: cdcbox commits after its transactions)."""
 
@@ -97,8 +108,15 @@ class Consumer(_Client):
             "consumer",
         )
 
-    def subscribe(self, topics: list[str]) -> None:
-        self._call("subscribe", self._client.subscribe, topics=topics)
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assigned: Callable[[set[TopicPartition]], None] | None = None,
+    ) -> None:
+        """Subscribe; `on_assigned` runs inside `poll`, before records of newly assigned
+        partitions are returned (kafka-python logs and drops what it raises)."""
+        listener = _AssignmentListener(on_assigned) if on_assigned else None
+        self._call("subscribe", self._client.subscribe, topics=topics, listener=listener)
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
         result: dict[TopicPartition, list[Any]] = self._call(

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql
 
-from cdcbox.errors import SchemaError
+from cdcbox.errors import SchemaError, UsageError
 from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 
@@ -78,3 +78,22 @@ def migrate(
                 )
             )
     return applied_now
+
+
+def recorded_relay_mode(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> RelayMode:
+    """The relay the database was migrated for, from the ledger: `polling` once any
+    polling migration ran, else `cdc`. Raises `UsageError` when nothing was migrated."""
+    with conn.transaction():
+        exists = conn.execute(
+            "SELECT to_regclass(%s)", (f"{names.schema}.{names.migrations}",)
+        ).fetchone()
+        if exists is None or exists[0] is None:
+            raise UsageError(
+                f"schema {names.schema!r} has no cdcbox migrations: run `cdc-ctl db migrate`"
+            )
+        polling = conn.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE version LIKE 'polling/%%' LIMIT 1").format(
+                names.table("migrations")
+            )
+        ).fetchone()
+    return "polling" if polling else "cdc"

@@ -23,7 +23,7 @@ from cdcbox.avro import Catalogue
 from cdcbox.errors import SchemaError, UsageError
 from cdcbox.ids import uuid7
 from cdcbox.names import DbNames
-from cdcbox.wire import CONTENT_TYPE_JSON
+from cdcbox.wire import CONTENT_TYPE_JSON, DLQ_SUFFIX
 
 _AGGREGATE_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,200}")  # it becomes part of a topic name
 # The columns a producer writes; the polling relay reads the same ones back.
@@ -76,6 +76,10 @@ def _row(event: NewEvent, schemas: Catalogue | None = None) -> tuple[Any, ...]:
         raise SchemaError(
             f"{what}: aggregate_type may hold only letters, digits, '.', '_', "
             "'-' (it names the topic)"
+        )
+    if event.aggregate_type.endswith(DLQ_SUFFIX):
+        raise SchemaError(
+            f"{what}: aggregate types ending in {DLQ_SUFFIX!r} are reserved for dead-letter topics"
         )
     if event.aggregate_version is not None and (
         not isinstance(event.aggregate_version, int) or event.aggregate_version < 0

@@ -27,6 +27,7 @@ class Parking:
 
     def __init__(self, names: DbNames = DbNames()) -> None:
         self._cache: set[ParkedKey] = set()
+        self._stale = False
         table = names.table("parked")
         self._select = sql.SQL(
             "SELECT consumer_name, aggregate_type, aggregate_id FROM {} "
@@ -51,9 +52,15 @@ class Parking:
     def refresh(self, conn: psycopg.Connection[Any], consumers: list[str]) -> None:
         """Reload the cache with the parked aggregates of these consumers."""
         self._cache = {(r[0], r[1], r[2]) for r in conn.execute(self._select, (consumers,))}
+        self._stale = False
+
+    def invalidate(self) -> None:
+        """Distrust the cache until the next `refresh` (e.g. after a partition assignment):
+        meanwhile every key might be parked, so `is_parked` asks the database."""
+        self._stale = True
 
     def might_be_parked(self, key: ParkedKey) -> bool:
-        return key in self._cache
+        return self._stale or key in self._cache
 
     def is_parked(self, conn: psycopg.Connection[Any], key: ParkedKey) -> bool:
         """The database's answer; a released key leaves the cache here."""

@@ -12,13 +12,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from cdcbox.errors import UsageError
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.migrate import RelayMode, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.topics import topic_retention_ms
 
@@ -98,7 +99,7 @@ class OutboxPurge:
 def purge_outbox(
     conn: psycopg.Connection[Any],
     older_than: timedelta,
-    mode: Literal["cdc", "polling"],
+    mode: RelayMode | None = None,
     read_until: datetime | None = None,
     names: DbNames = DbNames(),
     batch: int = 5000,
@@ -106,10 +107,20 @@ def purge_outbox(
 ) -> OutboxPurge:
     """Delete outbox rows older than `older_than` that no relay needs any more.
 
-    Polling mode deletes only SENT rows. In CDC mode rows stay PENDING forever, so the
-    connector's position (`connector_offsets.read_position`) is required as `read_until`
-    and caps the cutoff: a row the connector may not have read yet is never deleted.
+    The mode is the one the database was migrated for (`migrate.recorded_relay_mode`);
+    passing the other one is refused, since a CDC purge of a polling outbox would delete
+    unsent rows. Polling mode deletes only SENT rows. In CDC mode rows stay PENDING
+    forever, so the connector's position (`connector_offsets.read_position`) is required
+    as `read_until` and caps the cutoff: a row the connector may not have read yet is
+    never deleted.
     """
+    recorded = recorded_relay_mode(conn, names)
+    if mode is not None and mode != recorded:
+        raise UsageError(
+            f"schema {names.schema!r} was migrated for the {recorded} relay; a {mode}-mode "
+            f"purge would delete rows that relay still needs (use --relay {recorded})"
+        )
+    mode = recorded
     cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
     capped = False
     if mode == "cdc":

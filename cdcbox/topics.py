@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cdcbox import wire
 from cdcbox.kafka_client import Admin, KafkaSettings
 
 KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
@@ -28,7 +29,11 @@ def topic_retention_ms(settings: KafkaSettings, prefix: str = "outbox.event.") -
     """The longest retention.ms set on the outbox topics, else Kafka's default (7 days):
     what an inbox must outlive. Pass --topic-retention when the broker default differs."""
     with Admin(settings) as admin:
-        topics = [t for t in admin.list_topics() if t.startswith(prefix) and not t.endswith(".dlq")]
+        topics = [
+            t
+            for t in admin.list_topics()
+            if t.startswith(prefix) and not t.endswith(wire.DLQ_SUFFIX)
+        ]
         configs = admin.topic_configs(topics)
     values = [int(c["retention.ms"]) for c in configs.values() if "retention.ms" in c]
     return max(values, default=KAFKA_DEFAULT_RETENTION_MS)

@@ -7,6 +7,9 @@ the consumer can never drift apart on a name.
 from __future__ import annotations
 
 TOPIC_PREFIX = "outbox.event."
+# A topic's dead letters go to topic + this suffix; no aggregate type may end with it, or
+# its events would be written into another aggregate type's dead-letter topic.
+DLQ_SUFFIX = ".dlq"
 
 HEADER_EVENT_ID = "id"
 HEADER_EVENT_TYPE = "event_type"

@@ -15,7 +15,7 @@ from cdcbox.cli.common import (
     print_table,
     settings,
 )
-from cdcbox.migrate import RelayMode
+from cdcbox.migrate import RelayMode, recorded_relay_mode
 from cdcbox.relay.store import RelayStore
 
 
@@ -46,7 +46,12 @@ def outbox_stats(ctx: click.Context, as_json: bool) -> None:
 
 @outbox.command("purge")
 @click.option("--older-than", required=True, help="e.g. 7d")
-@click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True)
+@click.option(
+    "--relay",
+    type=click.Choice(["cdc", "polling"]),
+    default=None,
+    help="Which relay the database serves [read from its migrations]; a contradiction is refused.",
+)
 @click.option(
     "--connector",
     default="cdcbox-outbox",
@@ -57,19 +62,22 @@ def outbox_stats(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def outbox_purge(
-    ctx: click.Context, older_than: str, relay: str, connector: str, batch: int
+    ctx: click.Context, older_than: str, relay: str | None, connector: str, batch: int
 ) -> None:
     """Delete old rows no relay needs (CDC: only what the connector has read)."""
     s = settings(ctx)
     age = retention.parse_duration(older_than)
-    read_until = (
-        connector_offsets.read_position(s.connect_client(), connector) if relay == "cdc" else None
-    )
     with s.database() as conn, deleting_progress() as bar:
+        mode = cast(RelayMode, relay) if relay else recorded_relay_mode(conn, s.names)
+        read_until = (
+            connector_offsets.read_position(s.connect_client(), connector)
+            if mode == "cdc"
+            else None
+        )
         result = retention.purge_outbox(
             conn,
             age,
-            cast(RelayMode, relay),
+            mode,
             read_until=read_until,
             names=s.names,
             batch=batch,

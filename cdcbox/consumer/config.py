@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.kafka_client import KafkaSettings
@@ -39,7 +40,7 @@ class ConsumerConfig:
     dsn: str
     group_id: str
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    dlq_suffix: str = ".dlq"
+    dlq_suffix: str = wire.DLQ_SUFFIX
     unhandled: Unhandled = "skip"
     # A version gap (v3 after v1): apply it, or hold (retry until v2 arrives, then DLQ).
     gap_policy: GapPolicy = "apply"

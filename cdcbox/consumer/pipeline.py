@@ -1,8 +1,9 @@
 """The consumer's per-record protocol, composed from its steps in the order a record
 meets them (each step is one module of `cdcbox.consumer.steps`):
 
-1. route — decode the record into an `Event`, find its handler (or end as unhandled /
-   dead-lettered at once when it cannot be decoded);
+1. route — decode the record into an `Event`, find its handler (or end as unhandled,
+   or dead-lettered at once when it cannot be decoded: with its aggregate parked, like
+   a handler failure, when the headers name the event);
 2. parked gate — an aggregate with a dead-lettered event sends its later events after it;
 3. retry + breaker around the record's transaction: inbox claim → version guard →
    handler → outcome mark → COMMIT;
@@ -27,7 +28,7 @@ from cdcbox.consumer.steps.batch import BatchTransaction
 from cdcbox.consumer.steps.dead_letter import DeadLetterStep
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.retry import RetryStep
-from cdcbox.consumer.steps.route import Routed, Router, Unroutable
+from cdcbox.consumer.steps.route import Routed, Router, Undecodable, Unroutable
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
@@ -59,6 +60,12 @@ class RecordPipeline:
             dead_letters, stores, config.park_aggregates, config.group_id
         )
         self.batch = BatchTransaction(stores, self.transaction)
+        self._consumers_of_topic: dict[str, list[str]] = {}
+        for handler in handlers.values():
+            for topic in handler.subscribed_topics():
+                names = self._consumers_of_topic.setdefault(topic, [])
+                if handler.consumer_name not in names:
+                    names.append(handler.consumer_name)
 
     def process(self, connection: ConnectionSource, record: Any) -> None:
         """One record, one transaction (and its retries)."""
@@ -85,9 +92,16 @@ class RecordPipeline:
     def _route(self, connection: ConnectionSource, record: Any) -> Routed | None:
         """Steps 1 and 2; a record that ends here is counted here."""
         routed = self.router.route(record)
+        if isinstance(routed, Undecodable):
+            self.dead_letter.give_up(connection, routed.routed, routed.error, attempts=0)
+            self.stats.count(Outcome.DEAD_LETTERED, routed.routed.consumer)
+            return None
         if isinstance(routed, Unroutable):
             if routed.error is not None:
                 self.dead_letter.publish(record, routed.event, None, routed.error, attempts=0)
+            elif routed.event is not None:
+                consumers = self._consumers_of_topic.get(record.topic, [])
+                self.transaction.consume_unhandled(connection(), routed.event, consumers)
             self.stats.count(routed.outcome, self.group_id)
             return None
         if self.dead_letter.follow_park(connection, routed):

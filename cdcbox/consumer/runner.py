@@ -16,6 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+
 from cdcbox import kafka_client
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
@@ -25,7 +27,7 @@ from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting
 from cdcbox.dlq import DeadLetterError, DeadLetterPublisher
-from cdcbox.errors import CommitRefused, ConfigError, ServiceUnavailable
+from cdcbox.errors import CdcboxError, CommitRefused, ConfigError, ServiceUnavailable
 from cdcbox.http_metrics import serve
 from cdcbox.kafka_client import Producer, TopicPartition
 from cdcbox.names import DbNames
@@ -116,8 +118,19 @@ class Consumer:
         if c.create_missing_topics:
             ensure_topics(c.kafka, self.topics)
             self._await_partitions(consumer)
-        consumer.subscribe(self.topics)
+        consumer.subscribe(self.topics, on_assigned=self._on_assigned)
         return consumer, producer
+
+    def _on_assigned(self, partitions: set[TopicPartition]) -> None:
+        """A new assignment may bring aggregates another member parked a moment ago: the
+        cache no longer counts until it is reloaded, which is tried here at once."""
+        if not self.config.park_aggregates:
+            return
+        self._stores.parking.invalidate()
+        try:
+            self._refresh_parked()
+        except (CdcboxError, psycopg.Error) as e:
+            log.warning("could not reload the parked aggregates (%s); asking the database", e)
 
     def _await_partitions(self, consumer: kafka_client.Consumer, timeout_s: float = 30) -> None:
         """Let this client's metadata see the (possibly just created) topics' partitions:

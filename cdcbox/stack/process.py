@@ -29,8 +29,18 @@ def start_ticks(pid: int) -> str | None:
     return fields[19]
 
 
+# The processes this one started: referenced so that a running child is never garbage
+# collected (Popen warns about that), and polled to collect their exit status.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def _reap(pid: int) -> None:
     """Collect the exit status if `pid` is our own child, so it does not linger as a zombie."""
+    child = _children.get(pid)
+    if child is not None:
+        if child.poll() is not None:
+            del _children[pid]
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
 
@@ -87,6 +97,7 @@ def spawn(
             cwd=cwd,
             start_new_session=True,
         )
+    _children[proc.pid] = proc
     return write_pid(pid_file, proc.pid)
 
 

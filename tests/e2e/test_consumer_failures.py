@@ -30,33 +30,35 @@ def write(dsn: str, events: list[NewEvent]) -> list[Any]:
         return OUTBOX.append_many(conn, events)
 
 
-def test_poison_record_is_dead_lettered_with_its_reason_and_the_next_one_applied(
+def test_undecodable_payload_is_dead_lettered_its_aggregate_parked_and_others_applied(
     stack: Endpoints, run_consumer: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
-    bad, good = write(
+    bad, later, other = write(
         stack.dsn,
         [
             NewEvent(aggregate_type, "a1", "Created", b"{not json"),
             NewEvent(aggregate_type, "a1", "Created", {"ok": True}),
+            NewEvent(aggregate_type, "a2", "Created", {"ok": True}),
         ],
     )
     handler = recording_handler(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer) as running:
-        eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the good record")
+        eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the other aggregate")
         eventually(lambda: running.stats[Outcome.DEAD_LETTERED] == 1, what="one dead letter")
+        eventually(lambda: running.stats[Outcome.PARKED] == 1, what="a1's later event parked")
     topic = wire.topic_for(aggregate_type)
-    (letter,) = dead_letters(stack, topic + ".dlq", expect=1)
-    headers = dict(letter.headers)
-    assert letter.key == b"a1"
-    assert letter.value == b"{not json"
-    assert headers["id"] == str(bad).encode()
-    assert headers["cdcbox.error.type"] == b"PoisonRecord"
-    assert b"not valid JSON" in headers["cdcbox.error.message"]
-    assert headers["cdcbox.original.topic"] == topic.encode()
-    assert headers["cdcbox.error.attempts"] == b"0"
+    letters = dead_letters(stack, topic + ".dlq", expect=2)
+    headers = [dict(letter.headers) for letter in letters]
+    assert [h["id"] for h in headers] == [str(bad).encode(), str(later).encode()]
+    assert letters[0].key == b"a1"
+    assert letters[0].value == b"{not json"
+    assert headers[0]["cdcbox.error.type"] == b"UndecodablePayload"
+    assert b"not valid JSON" in headers[0]["cdcbox.error.message"]
+    assert headers[0]["cdcbox.original.topic"] == topic.encode()
+    assert headers[0]["cdcbox.error.attempts"] == b"0"
     with psycopg.connect(stack.dsn) as conn:
-        assert [r[0] for r in effects(conn, consumer)] == [good]
+        assert [r[0] for r in effects(conn, consumer)] == [other]
 
 
 def test_failing_handler_is_retried_then_dead_lettered_and_its_aggregate_parked(
@@ -190,3 +192,30 @@ def test_metrics_endpoint_serves_counts_and_health(stack: Endpoints, run_consume
     line = f'cdcbox_consumer_records_total{{consumer="{consumer}",outcome="processed"}} 3.0'
     assert line in text
     assert f'cdcbox_consumer_handler_seconds_count{{consumer="{consumer}"}} 3.0' in text
+
+
+def test_a_member_reloads_the_parked_set_when_partitions_are_assigned(
+    stack: Endpoints, run_consumer: Any
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    # A long refresh interval: only an assignment can make this member see a new park.
+    slow_refresh = {"parked_refresh_s": 3600.0}
+    with run_consumer([handler], group=consumer, **slow_refresh) as member:
+        write(stack.dsn, [NewEvent(aggregate_type, "warm-up", "Created", {}, aggregate_version=1)])
+        eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the warm-up event")
+        # Another member parks "held" (it dead-lettered v1 a moment ago) ...
+        with psycopg.connect(stack.dsn) as conn:
+            conn.execute(
+                "INSERT INTO consumer_parked_aggregate (consumer_name, aggregate_type, "
+                "aggregate_id, event_id, reason) VALUES (%s, %s, 'held', gen_random_uuid(), "
+                "'parked by the previous owner')",
+                (consumer, aggregate_type),
+            )
+        # ... then joins and leaves the group: this member's partitions are reassigned.
+        with run_consumer([handler], group=consumer, **slow_refresh) as other:
+            eventually(other.consumer.assigned, what="the second member assigned")
+        write(stack.dsn, [NewEvent(aggregate_type, "held", "Created", {}, aggregate_version=2)])
+        eventually(lambda: member.stats[Outcome.PARKED] == 1, what="v2 parked, not applied")
+    with psycopg.connect(stack.dsn) as conn:
+        assert [r[1] for r in effects(conn, consumer)] == ["warm-up"]

@@ -7,24 +7,29 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from cdcbox import retention
+from cdcbox.avro import Catalogue
 from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.signals import RefuseTransition
 from cdcbox.consumer.stores import Stores
-from cdcbox.errors import SchemaError, UsageError
+from cdcbox.dlq import DeadLetterError
+from cdcbox.errors import ConfigError, SchemaError, UsageError
 from cdcbox.event import decode
 from cdcbox.inbox import Inbox
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.resources import resource_dir
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.integration
@@ -472,3 +477,138 @@ def test_a_failing_record_in_a_batch_defers_only_its_aggregate(
         ).fetchall()
     )
     assert statuses == {"PROCESSED": 3, "FAILED": 2}
+
+
+# --- issue 14: safety of the producer's names and of the operator's purge ------------------
+
+
+def test_an_aggregate_type_cannot_write_into_a_dead_letter_topic(
+    db: psycopg.Connection[Any],
+) -> None:
+    with db.transaction(), pytest.raises(SchemaError, match="reserved for dead-letter topics"):
+        Outbox().append(db, NewEvent("order.dlq", unique("agg"), "T", {}))
+
+
+def test_outbox_purge_follows_the_relay_mode_the_database_was_migrated_for(
+    database: str,
+) -> None:
+    names = DbNames(schema=unique("purge"))
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+        with conn.transaction():
+            migrate(conn, names=names, mode="polling")
+        outbox = Outbox(names)
+        with conn.transaction():
+            outbox.append_many(conn, [NewEvent("order", f"a{i}", "T", {}) for i in range(3)])
+        table = names.table("outbox")
+        conn.execute(
+            sql.SQL("UPDATE {} SET status = 'SENT' WHERE aggregate_id = 'a0'").format(table)
+        )
+        conn.execute(
+            sql.SQL("UPDATE {} SET status = 'DEAD' WHERE aggregate_id = 'a1'").format(table)
+        )
+        # CDC mode on a polling database would delete unsent rows: refused.
+        with pytest.raises(UsageError, match="migrated for the polling relay"):
+            retention.purge_outbox(
+                conn, timedelta(0), "cdc", read_until=datetime(2999, 1, 1), names=names
+            )
+        # Without a mode it is read from the migration ledger: only the SENT row goes.
+        result = retention.purge_outbox(conn, timedelta(0), names=names)
+        left = conn.execute(
+            sql.SQL("SELECT aggregate_id, status FROM {} ORDER BY aggregate_id").format(table)
+        ).fetchall()
+    assert result.deleted == 1
+    assert left == [("a1", "DEAD"), ("a2", "PENDING")]
+
+
+def test_an_undecodable_event_parks_its_aggregate_like_a_handler_failure(
+    database: str, db: psycopg.Connection[Any]
+) -> None:
+    a, b = unique("a"), unique("b")
+    handler = FailsOn(unique("consumer"), set())
+    letters = RecordedLetters()
+    pipeline = parking_pipeline(database, handler, letters)
+    bad = record(a, 1)
+    bad.value = b"{not json"
+    no_id = record(b, 1)
+    no_id.headers = [h for h in no_id.headers if h[0] != "id"]
+    outcomes = [outcome_of(pipeline, db, r) for r in (bad, record(a, 2), no_id, record(b, 2))]
+    assert outcomes == [
+        Outcome.DEAD_LETTERED,
+        Outcome.PARKED,  # v2 is held behind the undecodable v1, not applied past it
+        Outcome.DEAD_LETTERED,  # without an event id there is no event to park by
+        Outcome.PROCESSED,
+    ]
+    assert letters.sent == [(a, "1"), (a, "2"), (b, "1")]
+    parked = db.execute(
+        "SELECT aggregate_id FROM consumer_parked_aggregate WHERE consumer_name = %s",
+        (handler.consumer_name,),
+    ).fetchall()
+    assert parked == [(a,)]
+    failed = db.execute(
+        "SELECT error_message FROM inbox_event WHERE consumer_name = %s AND status = 'FAILED' "
+        "ORDER BY received_at",
+        (handler.consumer_name,),
+    ).fetchall()
+    assert len(failed) == 2
+    assert "not valid JSON" in failed[0][0]
+
+
+def test_a_handler_pinned_to_an_unknown_schema_version_is_refused_at_start(
+    database: str,
+) -> None:
+    class Pinned(Counter):
+        event_types = frozenset({"OrderCreated"})
+        schema_version = 99
+
+    with pytest.raises(ConfigError, match="schema_version 99"):
+        pipeline_for(
+            database,
+            Pinned(unique("consumer")),
+            schemas=Catalogue.load(resource_dir("schemas") / "avro"),
+        )
+
+
+def test_a_database_failure_after_the_dead_letter_publish_leaves_the_record_to_retry(
+    database: str,
+) -> None:
+    a = unique("a")
+    handler = FailsOn(unique("consumer"), {(a, 1)})
+    with psycopg.connect(database, autocommit=True) as victim:
+        pid = victim.info.backend_pid
+
+        class KillsTheDatabaseConnection(RecordedLetters):
+            def publish(self, record: Any, **headers: Any) -> None:
+                super().publish(record, **headers)
+                with psycopg.connect(database, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        letters = KillsTheDatabaseConnection()
+        pipeline = parking_pipeline(database, handler, letters)
+        # Not an OperationalError that would stop the consumer: a DeadLetterError, which
+        # the runner answers by seeking back and retrying the record later.
+        with pytest.raises(DeadLetterError, match="could not record"):
+            pipeline.process(lambda: victim, record(a, 1))
+    assert letters.sent == [(a, "1")]
+
+
+def test_hold_sees_no_gap_where_a_version_was_consumed_without_being_applied(
+    database: str, db: psycopg.Connection[Any]
+) -> None:
+    handler = Counter(unique("consumer"))  # takes Changed and Refused, not Other
+    aggregate = unique("agg")
+    letters = RecordedLetters()
+    pipeline = parking_pipeline(database, handler, letters, gap_policy="hold")
+    outcomes = [
+        outcome_of(pipeline, db, record(aggregate, v, event_type=t))
+        for v, t in ((1, "Changed"), (2, "Other"), (3, "Changed"), (4, "Refused"), (5, "Changed"))
+    ]
+    assert outcomes == [
+        Outcome.PROCESSED,
+        Outcome.UNHANDLED,  # consumes version 2: not this consumer's business
+        Outcome.PROCESSED,
+        Outcome.REFUSED,  # consumes version 4
+        Outcome.PROCESSED,
+    ]
+    assert handler.applied == ["1", "3", "5"]
+    assert letters.sent == []

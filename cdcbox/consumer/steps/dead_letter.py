@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
+
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
-from cdcbox.dlq import DeadLetterPublisher
+from cdcbox.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.errors import PoisonRecord
 from cdcbox.event import Event
 from cdcbox.parking import Parking
@@ -62,11 +64,18 @@ class DeadLetterStep:
         event, name = routed.event, routed.consumer
         self.publish(routed.record, event, name, error, attempts)
         reason = f"{type(error).__name__}: {error}"
-        conn = connection()
-        with conn.transaction():
-            self.stores.inbox.record_failure(conn, event, name, attempts, reason)
-            if self.park_aggregates:
-                self.parking.park(conn, event, name, reason)
+        try:
+            conn = connection()
+            with conn.transaction():
+                self.stores.inbox.record_failure(conn, event, name, attempts, reason)
+                if self.park_aggregates:
+                    self.parking.park(conn, event, name, reason)
+        except psycopg.Error as e:
+            # Published but not recorded: the record comes back (offset uncommitted) and
+            # is dead-lettered again; a replay dedupes the two letters by event id.
+            raise DeadLetterError(
+                f"dead-lettered {event.log_fields} but could not record it: {e}"
+            ) from e
         if self.park_aggregates:
             self.parking.remember(routed.parked_key)
 

@@ -1,6 +1,10 @@
 """Step 3, the version guard inside the record's transaction: stale events end as STALE;
 under `gap_policy=hold` an event that skips versions raises `RetryLater` (the missing
-ones may still arrive), so the transaction rolls back, advance included."""
+ones may still arrive), so the transaction rolls back, advance included.
+
+A gap is a version no outcome of this consumer has consumed yet: every outcome of an
+event of the aggregate advances the version — applied, skipped, refused, or an event
+type this consumer has no handler for — so only a version not yet read is missing."""
 
 from __future__ import annotations
 
@@ -31,3 +35,9 @@ class GuardStep:
         if self.gap_policy == "hold" and result.gap_before(version):
             raise RetryLater(f"gap: version {version} after {result.previous}")
         return None
+
+    def consume(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> None:
+        """Advance past an event that ends without being applied (skipped, refused, not
+        this consumer's type), so `hold` never waits for a version that will not come."""
+        if event.aggregate_version is not None:
+            self.guard.advance(conn, event, consumer)

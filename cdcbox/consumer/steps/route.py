@@ -16,8 +16,8 @@ from cdcbox.avro import Catalogue
 from cdcbox.consumer.config import Unhandled
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.stats import Outcome
-from cdcbox.errors import PoisonRecord
-from cdcbox.event import Event, decode, decode_payload
+from cdcbox.errors import ConfigError, PoisonRecord
+from cdcbox.event import Event, UndecodablePayload, decode, decode_payload
 from cdcbox.parking import ParkedKey
 
 
@@ -48,17 +48,44 @@ class Unroutable:
     error: PoisonRecord | None = None
 
 
+@dataclass(frozen=True)
+class Undecodable:
+    """A handled event whose payload cannot be decoded: dead-lettered like a handler
+    failure, aggregate parked, so its later events are not applied past it."""
+
+    routed: Routed
+    error: PoisonRecord
+
+
 class Router:
+    """Guarantee: a handler gets only events of its types, decoded into the schema it
+    reads with; a pinned schema version the catalogue lacks is refused here, at start."""
+
     def __init__(
         self, handlers: Mapping[str, Handler], catalogue: Catalogue | None, unhandled: Unhandled
     ) -> None:
         self.handlers = handlers
         self.catalogue = catalogue
         self.unhandled = unhandled
+        for event_type, handler in handlers.items():
+            self._check_pinned_version(event_type, handler)
 
-    def route(self, record: Any) -> Routed | Unroutable:
+    def _check_pinned_version(self, event_type: str, handler: Handler) -> None:
+        pinned = handler.schema_version
+        if pinned is None:
+            return
+        known = self.catalogue.events.get(event_type) if self.catalogue else None
+        if known is None or all(v.version != pinned for v in known.versions):
+            raise ConfigError(
+                f"{type(handler).__name__} pins schema_version {pinned} for {event_type!r}, "
+                "which the Avro catalogue does not have"
+            )
+
+    def route(self, record: Any) -> Routed | Unroutable | Undecodable:
         try:
             event = decode(record, self._decode_payload)
+        except UndecodablePayload as e:
+            return Undecodable(Routed(record, e.event, self.handlers[e.event.event_type]), e)
         except PoisonRecord as e:
             return Unroutable(record, None, Outcome.DEAD_LETTERED, e)
         handler = self.handlers.get(event.event_type)

@@ -19,6 +19,7 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
+from cdcbox.event import Event
 
 
 class RecordTransaction:
@@ -49,6 +50,17 @@ class RecordTransaction:
         routed.handler.handle(routed.event, conn)
         return Outcome.PROCESSED
 
+    def consume_unhandled(
+        self, conn: psycopg.Connection[Any], event: Event, consumers: list[str]
+    ) -> None:
+        """An event of a subscribed topic that no handler of these consumers takes still
+        consumes its version for each of them."""
+        if event.aggregate_version is None or not consumers:
+            return
+        with conn.transaction():
+            for name in consumers:
+                self.guard.consume(conn, event, name)
+
     def record_signal(
         self, conn: psycopg.Connection[Any], routed: Routed, signal: HandlerSignal
     ) -> Outcome:
@@ -57,6 +69,7 @@ class RecordTransaction:
         with conn.transaction():
             if not self.stores.inbox.claim(conn, event, name):
                 return Outcome.DUPLICATE
+            self.guard.consume(conn, event, name)
             if isinstance(signal, RefuseTransition):
                 self.stores.reconciliation.record(conn, event, name, signal.reason)
                 self.stores.inbox.mark_skipped(conn, event, name, f"refused: {signal.reason}")
