@@ -201,3 +201,26 @@ def apply(client: ConnectClient, spec: ConnectorSpec, timeout_s: float = 120) ->
         client.put_config(spec.name, spec.config)
     client.wait_until(spec.name, "RUNNING", timeout_s)
     return ApplyResult(spec.name, change, not change.empty, "RUNNING")
+
+
+# Debezium's PostgreSQL connector streams from this slot when its config names none.
+DEFAULT_SLOT = "debezium"
+
+
+def connectors_using_slot(
+    slot: str, specs: list[ConnectorSpec], client: ConnectClient | None
+) -> list[str]:
+    """Names of the connectors whose `slot.name` is `slot`: from `specs` and, when a
+    client is given, from every connector configured on the Connect cluster."""
+    configs = {spec.name: spec.config for spec in specs}
+    if client is not None:
+        for name in client.connectors():
+            live = client.config(name)
+            if live is not None:
+                configs[name] = live
+    return sorted(
+        name
+        for name, config in configs.items()
+        if config.get("connector.class", "").endswith("PostgresConnector")
+        and config.get("slot.name", DEFAULT_SLOT) == slot
+    )

@@ -171,8 +171,9 @@ def _slot_retention(conn: psycopg.Connection[Any], slot: str, max_retained_bytes
         "slot retained WAL",
         held <= max_retained_bytes,
         f"{slot}: {held} bytes retained" if retained else f"{slot}: not created yet",
-        "the connector is not consuming: `cdc-ctl connectors status NAME`; "
-        "an abandoned slot: `cdc-ctl slot drop NAME`",
+        "the connector is not consuming: `cdc-ctl connectors status NAME`, then restart or "
+        "resume it (do not drop this slot: it is the connector's, and holds its unpublished "
+        "events)",
     )
 
 

@@ -18,6 +18,7 @@ from psycopg import sql
 from cdcbox.errors import SchemaError, UsageError
 from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
+from cdcbox.slots import ensure_slot
 
 RelayMode = Literal["cdc", "polling"]
 
@@ -49,8 +50,16 @@ def migrate(
     names: DbNames = DbNames(),
     mode: RelayMode = "cdc",
     debezium_password: str | None = None,
+    slot: str | None = None,
 ) -> list[str]:
-    """Apply what is pending; return the versions applied now (empty when up to date)."""
+    """Apply what is pending; return the versions applied now (empty when up to date).
+
+    With `slot` (CDC only), the connector's replication slot is created right after the
+    migrations commit, if it does not exist: from then on every outbox row is retained
+    for the connector, however long before its first `cdc-ctl apply` it was written.
+    """
+    if slot is not None and mode != "cdc":
+        raise UsageError("a replication slot is for the CDC relay; the polling relay needs none")
     lock_key = zlib.crc32(f"cdcbox-migrate:{names.schema}".encode())
     applied_now: list[str] = []
     with conn.transaction():
@@ -77,6 +86,8 @@ def migrate(
                     sql.Identifier(names.debezium_role), sql.Literal(debezium_password)
                 )
             )
+    if slot is not None:
+        ensure_slot(conn, slot)
     return applied_now
 
 

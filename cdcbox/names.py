@@ -24,6 +24,7 @@ class DbNames:
     versions: str = "consumer_aggregate_version"
     reconciliation: str = "consumer_reconciliation"
     parked: str = "consumer_parked_aggregate"
+    bindings: str = "consumer_group_binding"
     migrations: str = "cdcbox_schema_migrations"
     publication: str = "cdcbox_outbox"
     debezium_role: str = "cdcbox_debezium"
@@ -60,6 +61,7 @@ class DbNames:
             "versions": self.table("versions"),
             "reconciliation": self.table("reconciliation"),
             "parked": self.table("parked"),
+            "bindings": self.table("bindings"),
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
             "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),

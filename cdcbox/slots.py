@@ -1,8 +1,11 @@
-"""Replication slot health: a slot that stops advancing pins WAL until the disk fills.
+"""Replication slots: created before the first event, watched, dropped only when nothing
+is lost.
 
-`retained_bytes` is how much WAL the slot holds back (current LSN - restart_lsn);
-dropping is allowed only for an inactive slot, since dropping an active one would cut a
-running connector off from changes it has not read.
+A slot that stops advancing pins WAL until the disk fills: `retained_bytes` is how much
+it holds back (current LSN - restart_lsn). Dropping a slot throws away every change it
+has not confirmed, and a connector whose slot is gone can only start over at the current
+position, so `drop_slot` refuses a slot that is active, claimed by a connector, or still
+holds outbox inserts nobody has published, unless forced.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.errors import UsageError
+from cdcbox.errors import SchemaError, UsageError
+from cdcbox.names import DbNames
+
+PLUGIN = "pgoutput"
 
 
 @dataclass(frozen=True)
@@ -38,17 +44,102 @@ def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
     return [SlotStatus(*r) for r in rows]
 
 
-def drop_slot(conn: psycopg.Connection[Any], name: str) -> None:
-    """Drop an inactive slot; refuse an active or unknown one, naming which."""
+def ensure_slot(conn: psycopg.Connection[Any], name: str) -> bool:
+    """Create logical slot `name` (pgoutput) unless it exists; True when created now.
+
+    Guarantee: every outbox row committed after this returns is retained for the
+    connector that later streams from the slot, however late it is first applied.
+    """
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT plugin FROM pg_replication_slots WHERE slot_name = %s", (name,)
+        ).fetchone()
+    if row is not None:
+        if row[0] != PLUGIN:
+            raise SchemaError(
+                f"replication slot {name!r} exists with plugin {row[0]!r}, not {PLUGIN}"
+            )
+        return False
+    try:
+        # Its own transaction: PostgreSQL refuses to create a logical slot in a
+        # transaction that has written anything.
+        with conn.transaction():
+            conn.execute("SELECT pg_create_logical_replication_slot(%s, %s)", (name, PLUGIN))
+    except psycopg.errors.InsufficientPrivilege as e:
+        raise UsageError(
+            f"cannot create replication slot {name!r}: the migrating role lacks REPLICATION "
+            "(grant it, or pass --no-slot and let the connector create the slot)"
+        ) from e
+    except psycopg.errors.DuplicateObject:
+        return False  # a concurrent migrate created it first
+    return True
+
+
+def unpublished_inserts(conn: psycopg.Connection[Any], name: str, publication: str) -> int:
+    """Outbox inserts the slot holds past its confirmed position: what dropping it loses.
+
+    Peeks (does not consume) the slot's changes through the publication, so only rows of
+    the published outbox table count. The slot must be inactive.
+    """
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT count(*) FROM pg_logical_slot_peek_binary_changes("
+            "%s, NULL, NULL, 'proto_version', '1', 'publication_names', %s) "
+            "WHERE get_byte(data, 0) = ascii('I')",
+            (name, publication),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@dataclass(frozen=True)
+class DropPlan:
+    """What dropping slot `name` would lose: the connectors streaming from it and the
+    outbox inserts it holds that no connector has published yet."""
+
+    name: str
+    claimed_by: tuple[str, ...]
+    unpublished: int
+
+    @property
+    def loses_something(self) -> bool:
+        return bool(self.claimed_by or self.unpublished)
+
+    def describe(self) -> str:
+        reasons = []
+        if self.claimed_by:
+            reasons.append(f"connector {', '.join(self.claimed_by)} streams from it")
+        if self.unpublished:
+            reasons.append(f"it holds {self.unpublished} unpublished outbox events")
+        return " and ".join(reasons) or "nothing uses it"
+
+
+def plan_drop(
+    conn: psycopg.Connection[Any], name: str, claimed_by: list[str], names: DbNames = DbNames()
+) -> DropPlan:
+    """Inspect slot `name` before a drop; an unknown or active slot is refused here."""
     with conn.transaction():
         row = conn.execute(
             "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (name,)
         ).fetchone()
-        if row is None:
-            raise UsageError(f"no replication slot named {name!r} (see `cdc-ctl slot status`)")
-        if row[0]:
-            raise UsageError(
-                f"slot {name!r} is active: stop its connector first "
-                "(`cdc-ctl connectors stop NAME`), then drop it"
-            )
-        conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+    if row is None:
+        raise UsageError(f"no replication slot named {name!r} (see `cdc-ctl slot status`)")
+    if row[0]:
+        raise UsageError(
+            f"slot {name!r} is active: stop its connector first "
+            "(`cdc-ctl connectors stop NAME`), then drop it"
+        )
+    pending = unpublished_inserts(conn, name, names.publication)
+    return DropPlan(name, tuple(sorted(claimed_by)), pending)
+
+
+def drop_slot(conn: psycopg.Connection[Any], plan: DropPlan, force: bool = False) -> None:
+    """Drop the slot `plan` inspected. Without `force`, refuses when the drop loses
+    something (a connector's position, unpublished events)."""
+    if plan.loses_something and not force:
+        raise UsageError(
+            f"slot {plan.name!r} is still needed: {plan.describe()}; dropping it would lose "
+            "what it has not published (pass --force to drop anyway)"
+        )
+    with conn.transaction():
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (plan.name,))

@@ -67,6 +67,11 @@ OPTIONS = [
         envvar="CDCBOX_CONSUMER_GROUP",
         type=str,
     ),
+    _option(
+        "--move-to-group",
+        C.move_to_group,
+        "Rebind the consumer names to --group (they are refused in a second group).",
+    ),
     # retries
     _option("--max-attempts", R.max_attempts, "Attempts before a record is dead-lettered."),
     _option("--initial-delay", R.initial_delay_s, "Seconds before the first retry."),
@@ -154,6 +159,7 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
         bootstrap_servers=s.require_bootstrap(),
         dsn=s.require_dsn(),
         group_id=o["group"] or default_group,
+        move_to_group=o["move_to_group"],
         retry=RetryPolicy(
             max_attempts=o["max_attempts"],
             initial_delay_s=o["initial_delay"],

@@ -31,9 +31,24 @@ def db() -> None:
     envvar="CDCBOX_DEBEZIUM_PASSWORD_FILE",
     help="Properties file with password=... to set on the Debezium role.",
 )
+@click.option(
+    "--slot",
+    default="cdcbox_outbox",
+    show_default=True,
+    envvar="CDCBOX_SLOT_NAME",
+    help="The connector's replication slot, created now (CDC only) so that no event "
+    "written before the first `cdc-ctl apply` is lost.",
+)
+@click.option("--no-slot", is_flag=True, help="Leave the slot to the connector's first start.")
 @click.pass_context
 @handle_errors
-def migrate_command(ctx: click.Context, relay: str, debezium_password_file: Path | None) -> None:
+def migrate_command(
+    ctx: click.Context,
+    relay: str,
+    debezium_password_file: Path | None,
+    slot: str,
+    no_slot: bool,
+) -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
     password = read_password_properties(debezium_password_file) if debezium_password_file else None
     s = settings(ctx)
@@ -43,5 +58,6 @@ def migrate_command(ctx: click.Context, relay: str, debezium_password_file: Path
             names=s.names,
             mode=relay,  # type: ignore[arg-type]
             debezium_password=password,
+            slot=None if no_slot or relay == "polling" else slot,
         )
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from cdcbox import slots
@@ -13,6 +15,9 @@ from cdcbox.cli.common import (
     settings,
     yes_option,
 )
+from cdcbox.connectors import connectors_using_slot, load_specs
+from cdcbox.errors import ServiceUnavailable, UsageError
+from cdcbox.resources import resource_dir
 
 
 @click.group("slot")
@@ -64,13 +69,45 @@ def slot_status(ctx: click.Context, warn_bytes: int, as_json: bool) -> None:
 
 @slot.command("drop")
 @click.argument("name")
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="Connector specs that may name the slot [default: the shipped connectors/].",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Drop even a slot a connector names or that holds unpublished events (they are lost).",
+)
 @yes_option
 @click.pass_context
 @handle_errors
-def slot_drop(ctx: click.Context, name: str, yes: bool) -> None:
-    """Drop an inactive slot (its connector then starts over from its snapshot mode)."""
-    if not yes:
-        click.confirm(f"drop replication slot {name!r}?", abort=True)
-    with settings(ctx).database() as conn:
-        slots.drop_slot(conn, name)
+def slot_drop(
+    ctx: click.Context, name: str, spec_path: Path | None, force: bool, yes: bool
+) -> None:
+    """Drop an abandoned slot: refused while a connector (spec or live) names it or it
+    holds outbox events not yet published, unless --force."""
+    s = settings(ctx)
+    specs = load_specs(spec_path or resource_dir("connectors"))
+    client = s.connect_client() if s.connect_url else None
+    try:
+        claimed_by = connectors_using_slot(name, specs, client)
+    except ServiceUnavailable as e:
+        if not force:
+            raise UsageError(
+                f"cannot check which connectors use slot {name!r} ({e}); "
+                "pass --force to drop it without that check"
+            ) from e
+        claimed_by = []
+    with s.database() as conn:
+        plan = slots.plan_drop(conn, name, claimed_by, names=s.names)
+        if plan.loses_something and force:
+            click.echo(
+                f"warning: {plan.describe()}; {plan.unpublished} events will never be published",
+                err=True,
+            )
+        if not yes:
+            click.confirm(f"drop replication slot {name!r}?", abort=True)
+        slots.drop_slot(conn, plan, force=force)
     click.echo(f"dropped slot {name}")

@@ -39,6 +39,9 @@ class ConsumerConfig:
     bootstrap_servers: str
     dsn: str
     group_id: str
+    # A consumer name runs in one group (its inbox and parking are one state); True
+    # rebinds the names to `group_id` instead of refusing to start.
+    move_to_group: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     dlq_suffix: str = wire.DLQ_SUFFIX
     unhandled: Unhandled = "skip"

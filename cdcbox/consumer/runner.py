@@ -149,6 +149,9 @@ class Consumer:
     ) -> ConsumerStats:
         """Consume until stopped, until `max_records` ended, or after `idle_timeout_s` of
         nothing to do; returns the outcome counts."""
+        self._stores.bindings.bind(
+            self.connection(), self.consumer_names, self.config.group_id, self.config.move_to_group
+        )
         kafka, producer = self._open_kafka()
         self._kafka, self._producer = kafka, producer
         pipeline = RecordPipeline(

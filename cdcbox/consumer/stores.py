@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cdcbox.group_binding import GroupBinding
 from cdcbox.inbox import Inbox
 from cdcbox.names import DbNames
 from cdcbox.parking import Parking
@@ -17,7 +18,14 @@ class Stores:
     reconciliation: Reconciliation = field(default_factory=Reconciliation)
     parking: Parking = field(default_factory=Parking)
     versions: VersionGuard = field(default_factory=VersionGuard)
+    bindings: GroupBinding = field(default_factory=GroupBinding)
 
     @classmethod
     def for_schema(cls, names: DbNames) -> Stores:
-        return cls(Inbox(names), Reconciliation(names), Parking(names), VersionGuard(names))
+        return cls(
+            Inbox(names),
+            Reconciliation(names),
+            Parking(names),
+            VersionGuard(names),
+            GroupBinding(names),
+        )

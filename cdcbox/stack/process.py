@@ -6,6 +6,7 @@ whose pid was reused by an unrelated process is recognised and that process left
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -32,6 +33,14 @@ def start_ticks(pid: int) -> str | None:
 # The processes this one started: referenced so that a running child is never garbage
 # collected (Popen warns about that), and polled to collect their exit status.
 _children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@atexit.register
+def _reap_all() -> None:
+    """Collect the status of children that exited but were never asked about; the rest
+    are services meant to outlive this process (`cdc-ctl stack up`)."""
+    for pid in list(_children):
+        _reap(pid)
 
 
 def _reap(pid: int) -> None:

@@ -62,6 +62,7 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str)
         "0002_inbox",
         "0003_debezium",
         "0004_parking",
+        "0005_consumer_groups",
         "polling/0001_relay_indexes",
         "polling/0002_notify",
     ]

@@ -1,0 +1,57 @@
+"""One consumer name, one Kafka consumer group.
+
+A consumer name keys its inbox rows, aggregate versions and parked aggregates. Run in two
+groups, the name would get every event twice over and split that state between them (an
+event applied by one group is a "duplicate" the other never applied). The first group a
+name runs in is recorded; another group is refused until an operator moves the name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from cdcbox.errors import ConfigError
+from cdcbox.names import DbNames
+
+
+class GroupBinding:
+    def __init__(self, names: DbNames = DbNames()) -> None:
+        table = names.table("bindings")
+        self._bind = sql.SQL(
+            "INSERT INTO {} (consumer_name, group_id) SELECT unnest(%s::text[]), %s "
+            "ON CONFLICT (consumer_name) DO NOTHING"
+        ).format(table)
+        self._read = sql.SQL(
+            "SELECT consumer_name, group_id FROM {} WHERE consumer_name = ANY(%s) FOR UPDATE"
+        ).format(table)
+        self._move = sql.SQL(
+            "UPDATE {} SET group_id = %s, bound_at = now() WHERE consumer_name = ANY(%s)"
+        ).format(table)
+
+    def bind(
+        self,
+        conn: psycopg.Connection[Any],
+        consumer_names: Sequence[str],
+        group_id: str,
+        move: bool = False,
+    ) -> None:
+        """Record `group_id` for names seen for the first time; refuse (ConfigError) a name
+        bound to another group, unless `move`, which rebinds it to `group_id`."""
+        names = list(consumer_names)
+        with conn.transaction():
+            conn.execute(self._bind, (names, group_id))
+            bound = conn.execute(self._read, (names,)).fetchall()
+            elsewhere = {name: group for name, group in bound if group != group_id}
+            if elsewhere and not move:
+                name, group = sorted(elsewhere.items())[0]
+                raise ConfigError(
+                    f"consumer name {name!r} runs in group {group!r}, not {group_id!r}: two "
+                    "groups would each apply every event and split its inbox and parking; "
+                    "use that group, or move the name with --move-to-group"
+                )
+            if elsewhere:
+                conn.execute(self._move, (group_id, list(elsewhere)))
