@@ -71,11 +71,12 @@ class RelayStore:
             "WHERE id = ANY(%s) AND status = 'PROCESSING' AND locked_by = %s"
         ).format(t=t)
         self._failed = sql.SQL(
-            "UPDATE {t} AS o SET status = CASE WHEN o.retry_count + 1 >= %s THEN 'DEAD' "
-            "ELSE 'RETRY' END, retry_count = o.retry_count + 1, "
+            "UPDATE {t} AS o SET status = CASE WHEN f.dead OR o.retry_count + 1 >= %s "
+            "THEN 'DEAD' ELSE 'RETRY' END, retry_count = o.retry_count + 1, "
             "next_retry_at = now() + make_interval(secs => f.delay), last_error = f.error, "
             "locked_by = NULL, locked_until = NULL "
-            "FROM unnest(%s::bigint[], %s::float8[], %s::text[]) AS f(id, delay, error) "
+            "FROM unnest(%s::bigint[], %s::float8[], %s::text[], %s::bool[]) "
+            "AS f(id, delay, error, dead) "
             "WHERE o.id = f.id AND o.status = 'PROCESSING' AND o.locked_by = %s"
         ).format(t=t)
         self._release = sql.SQL(
@@ -135,14 +136,16 @@ class RelayStore:
         conn: psycopg.Connection[Any],
         worker: str,
         max_attempts: int,
-        failures: list[tuple[int, float, str]],
+        failures: list[tuple[int, float, str, bool]],
     ) -> int:
-        """RETRY with the given delays, or DEAD once the attempts are used up."""
+        """(id, delay, error, permanent): RETRY after the delay, or DEAD once the attempts
+        are used up or at once when `permanent`."""
         if not failures:
             return 0
-        ids, delays, errors = (list(c) for c in zip(*failures, strict=True))
+        ids, delays, errors, dead = (list(c) for c in zip(*failures, strict=True))
         with conn.transaction():
-            return conn.execute(self._failed, (max_attempts, ids, delays, errors, worker)).rowcount
+            params = (max_attempts, ids, delays, errors, dead, worker)
+            return conn.execute(self._failed, params).rowcount
 
     def release(self, conn: psycopg.Connection[Any], worker: str, ids: list[int]) -> int:
         with conn.transaction():

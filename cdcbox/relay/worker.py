@@ -2,9 +2,10 @@
 
 The whole batch is sent and flushed (acks=all, idempotent producer) before one UPDATE
 marks the acknowledged rows SENT: no row is SENT that Kafka has not acknowledged. A row
-that fails goes to RETRY with the seed's backoff, or DEAD after the last attempt; its
-aggregate's later rows in the same batch are released unsent (without spending an
-attempt) and go out after it, so the last copy a consumer sees of each event is in order.
+that fails goes to RETRY with the seed's backoff, or DEAD after the last attempt (at once
+when Kafka refuses it for good, e.g. over max.request.size); its aggregate's later rows in
+the batch are not sent after a refused send, and are released (without spending an
+attempt) to go out after it, so the last copy a consumer sees of each event is in order.
 New events wake the worker through LISTEN/NOTIFY; the poll interval is only the fallback.
 """
 
@@ -50,6 +51,23 @@ class RelayMetrics:
         self.oldest_pending_s = Gauge(
             "cdcbox_relay_oldest_pending_seconds", "Age of the oldest PENDING row", registry=r
         )
+
+
+# Refusals that no retry can change: the row goes DEAD at once, with the reason.
+PERMANENT_KINDS = frozenset(
+    {"MessageSizeTooLargeError", "RecordListTooLargeError", "InvalidTopicError"}
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    error: str
+    permanent: bool = False
+
+    @classmethod
+    def of(cls, error: KafkaRequestError | ServiceUnavailable) -> Failure:
+        kind = getattr(error, "kind", "")
+        return cls(str(error), permanent=kind in PERMANENT_KINDS)
 
 
 @dataclass
@@ -142,7 +160,7 @@ class RelayWorker:
             sent, failures, held = self._publish(rows)
         except ServiceUnavailable as e:
             # Kafka is down: the batch failed as a whole, and backs off like any failure.
-            sent, failures, held = [], {r.id: str(e) for r in rows}, []
+            sent, failures, held = [], {r.id: Failure(str(e)) for r in rows}, []
             self._producer = None
         except BaseException:
             self.store.release(conn, self.config.worker_id, [r.id for r in rows])
@@ -157,36 +175,41 @@ class RelayWorker:
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return len(rows)
 
-    def _publish(self, rows: list[OutboxRow]) -> tuple[list[int], dict[int, str], list[int]]:
-        """Send the batch, flush, and split it: acknowledged ids, failures, held back."""
+    def _publish(self, rows: list[OutboxRow]) -> tuple[list[int], dict[int, Failure], list[int]]:
+        """Send the batch, flush, and split it: acknowledged ids, failures, held back.
+
+        An aggregate's rows stop at its first failure: a row `send` refuses at once (too
+        large) is never overtaken by the aggregate's next row, and rows after one whose
+        acknowledgement failed are released to go out after it.
+        """
         producer = self.producer()
         futures = []
-        failures: dict[int, str] = {}
+        failures: dict[int, Failure] = {}
+        failed_aggregates: set[tuple[str, str]] = set()
         for row in rows:
+            if (row.aggregate_type, row.aggregate_id) in failed_aggregates:
+                continue
             record = to_record(row)
             try:
-                futures.append(
-                    (
-                        row,
-                        producer.send(
-                            record.topic,
-                            key=record.key,
-                            value=record.value,
-                            headers=record.headers,
-                            timestamp_ms=record.timestamp_ms,
-                        ),
-                    )
+                future = producer.send(
+                    record.topic,
+                    key=record.key,
+                    value=record.value,
+                    headers=record.headers,
+                    timestamp_ms=record.timestamp_ms,
                 )
             except (KafkaRequestError, ServiceUnavailable) as e:
-                failures[row.id] = str(e)
+                failures[row.id] = Failure.of(e)
+                failed_aggregates.add((row.aggregate_type, row.aggregate_id))
+                continue
+            futures.append((row, future))
         producer.flush(timeout=self.config.send_timeout_s)
         for row, future in futures:
             try:
                 future.get(timeout=self.config.send_timeout_s)
             except (KafkaRequestError, ServiceUnavailable) as e:
-                failures[row.id] = str(e)
-        # An aggregate's rows after a failed one are released unsent, to go out after it.
-        failed_aggregates = {(r.aggregate_type, r.aggregate_id) for r in rows if r.id in failures}
+                failures[row.id] = Failure.of(e)
+                failed_aggregates.add((row.aggregate_type, row.aggregate_id))
         held = [
             r.id
             for r in rows
@@ -196,15 +219,19 @@ class RelayWorker:
         return sent, failures, held
 
     def _settle_failures(
-        self, conn: psycopg.Connection[Any], rows: list[OutboxRow], failures: dict[int, str]
+        self, conn: psycopg.Connection[Any], rows: list[OutboxRow], failures: dict[int, Failure]
     ) -> None:
         by_id = {r.id: r for r in rows}
         plan = [
-            (i, self.config.backoff.delay_s(by_id[i].retry_count + 1), error)
-            for i, error in failures.items()
+            (i, self.config.backoff.delay_s(by_id[i].retry_count + 1), f.error, f.permanent)
+            for i, f in failures.items()
         ]
         self.store.mark_failed(conn, self.config.worker_id, self.config.max_attempts, plan)
-        dead = sum(1 for i in failures if by_id[i].retry_count + 1 >= self.config.max_attempts)
+        dead = sum(
+            1
+            for i, f in failures.items()
+            if f.permanent or by_id[i].retry_count + 1 >= self.config.max_attempts
+        )
         self.stats.failed += len(failures)
         self.stats.dead += dead
         self.metrics.failed.inc(len(failures))
@@ -214,7 +241,7 @@ class RelayWorker:
             self.config.worker_id,
             len(failures),
             dead,
-            next(iter(failures.values())),
+            next(iter(failures.values())).error,
         )
 
     # --- waiting ---------------------------------------------------------------------
