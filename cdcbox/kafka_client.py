@@ -241,6 +241,7 @@ class Admin(_Client):
             "describe configs",
             self._client.describe_configs,
             [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
+            config_filter="all",  # kafka-python's default returns only modified keys
         )
         return {
             topic: {

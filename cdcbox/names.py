@@ -63,6 +63,7 @@ class DbNames:
             "parked": self.table("parked"),
             "bindings": self.table("bindings"),
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
+            "inbox_purge_index": sql.Identifier(f"{self.inbox}_purge_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
             "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),
             "notify_function": sql.Identifier(self.schema, f"{self.outbox}_notify"),

@@ -21,7 +21,7 @@ from cdcbox.errors import UsageError
 from cdcbox.kafka_client import KafkaSettings
 from cdcbox.migrate import RelayMode, recorded_relay_mode
 from cdcbox.names import DbNames
-from cdcbox.topics import topic_retention_ms
+from cdcbox.topics import topic_retention
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -148,33 +148,45 @@ def purge_outbox(
 @dataclass(frozen=True)
 class InboxFloor:
     """The seed's formula: no redelivery can arrive after topic retention + the longest
-    retry window + the window people need to repair and replay by hand."""
+    retry window + the window people need to repair and replay by hand. A topic that
+    keeps events forever (`topic_retention` None) leaves no safe floor at all."""
 
-    topic_retention: timedelta
+    topic_retention: timedelta | None
     retry_window: timedelta
     repair_window: timedelta
+    retention_source: str = "given"
 
     @property
-    def total(self) -> timedelta:
+    def total(self) -> timedelta | None:
+        if self.topic_retention is None:
+            return None
         return self.topic_retention + self.retry_window + self.repair_window
 
 
 def inbox_floor(
     kafka: KafkaSettings, retry_window: timedelta, repair_window: timedelta
 ) -> InboxFloor:
-    """The floor for this deployment, with the longest retention of its outbox topics
-    as Kafka reports it."""
-    retention_ms = topic_retention_ms(kafka)
-    return InboxFloor(timedelta(milliseconds=retention_ms), retry_window, repair_window)
+    """The floor for this deployment, from the longest effective retention of its outbox
+    and dead-letter topics as Kafka reports it."""
+    found = topic_retention(kafka)
+    return InboxFloor(found.duration, retry_window, repair_window, found.reason)
 
 
 def check_inbox_retention(older_than: timedelta, floor: InboxFloor, force: bool) -> None:
-    if older_than < floor.total and not force:
+    if force:
+        return
+    if floor.total is None:
+        raise UsageError(
+            f"no inbox row is ever safe to purge: {floor.retention_source}, so any event "
+            "can be redelivered and would be applied again. Use --force if you know better"
+        )
+    if older_than < floor.total:
         raise UsageError(
             f"inbox retention {older_than} is shorter than the safety floor {floor.total} "
-            f"(topic retention {floor.topic_retention} + retry window {floor.retry_window} + "
-            f"repair window {floor.repair_window}): a redelivered event would be applied "
-            "again. Use a longer --older-than, or --force if you know better"
+            f"(topic retention {floor.topic_retention} [{floor.retention_source}] + retry "
+            f"window {floor.retry_window} + repair window {floor.repair_window}): a "
+            "redelivered event would be applied again. Use a longer --older-than, or "
+            "--force if you know better"
         )
 
 
@@ -187,11 +199,15 @@ def purge_inbox(
     batch: int = 5000,
     progress: Callable[[int], None] = lambda n: None,
 ) -> int:
-    """Delete PROCESSED/SKIPPED inbox rows older than `older_than` (FAILED ones stay for
-    replay); refused below the safety floor unless forced."""
+    """Delete PROCESSED/SKIPPED inbox rows last touched more than `older_than` ago (FAILED
+    ones stay for replay; a replayed row counts from when it was processed); refused
+    below the safety floor unless forced."""
     check_inbox_retention(older_than, floor, force)
     table = names.table("inbox")
-    condition = sql.SQL("received_at < now() - %s AND status IN ('PROCESSED', 'SKIPPED')")
+    # The expression and the status list are those of the partial index 0006 creates.
+    condition = sql.SQL(
+        "coalesce(processed_at, received_at) < now() - %s AND status IN ('PROCESSED', 'SKIPPED')"
+    )
     count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)
     delete = sql.SQL(
         "DELETE FROM {t} WHERE (event_id, consumer_name) IN (SELECT event_id, consumer_name "

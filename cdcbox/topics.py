@@ -4,8 +4,9 @@ retention an inbox must outlive."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
 
-from cdcbox import wire
 from cdcbox.kafka_client import Admin, KafkaSettings
 
 KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
@@ -25,15 +26,44 @@ def ensure_topics(settings: KafkaSettings, topics: Iterable[str]) -> list[str]:
     return missing
 
 
-def topic_retention_ms(settings: KafkaSettings, prefix: str = "outbox.event.") -> int:
-    """The longest retention.ms set on the outbox topics, else Kafka's default (7 days):
-    what an inbox must outlive. Pass --topic-retention when the broker default differs."""
+@dataclass(frozen=True)
+class TopicRetention:
+    """The longest time the outbox and dead-letter topics keep an event, and the topic
+    that keeps it longest; `duration` None means forever (retention.ms=-1, or compacted)."""
+
+    topic: str | None
+    duration: timedelta | None
+    reason: str
+
+    @property
+    def forever(self) -> bool:
+        return self.duration is None
+
+
+def _retention_of(topic: str, config: dict[str, str]) -> TopicRetention:
+    if "compact" in config.get("cleanup.policy", "delete"):
+        return TopicRetention(topic, None, f"{topic} is compacted (cleanup.policy=compact)")
+    if "retention.ms" not in config:
+        default = timedelta(milliseconds=KAFKA_DEFAULT_RETENTION_MS)
+        return TopicRetention(topic, default, f"{topic}: retention.ms not reported, 7d assumed")
+    ms = int(config["retention.ms"])
+    if ms < 0:
+        return TopicRetention(topic, None, f"{topic} keeps records forever (retention.ms=-1)")
+    return TopicRetention(topic, timedelta(milliseconds=ms), f"{topic} retention.ms={ms}")
+
+
+def topic_retention(settings: KafkaSettings, prefix: str = "outbox.event.") -> TopicRetention:
+    """What an inbox must outlive: the longest effective retention (topic settings and
+    broker defaults) of the outbox topics and their dead-letter topics, from which a
+    replay republishes. Kafka's default (7 days) when no such topic exists yet."""
     with Admin(settings) as admin:
-        topics = [
-            t
-            for t in admin.list_topics()
-            if t.startswith(prefix) and not t.endswith(wire.DLQ_SUFFIX)
-        ]
+        topics = sorted(t for t in admin.list_topics() if t.startswith(prefix))
         configs = admin.topic_configs(topics)
-    values = [int(c["retention.ms"]) for c in configs.values() if "retention.ms" in c]
-    return max(values, default=KAFKA_DEFAULT_RETENTION_MS)
+    found = [_retention_of(topic, config) for topic, config in sorted(configs.items())]
+    forever = [r for r in found if r.forever]
+    if forever:
+        return forever[0]
+    if not found:
+        default = timedelta(milliseconds=KAFKA_DEFAULT_RETENTION_MS)
+        return TopicRetention(None, default, "no outbox topics yet: Kafka's default")
+    return max(found, key=lambda r: r.duration or timedelta.max)

@@ -71,7 +71,9 @@ def inbox_purge(
     age = retention.parse_duration(older_than)
     retry, repair = retention.parse_duration(retry_window), retention.parse_duration(repair_window)
     floor = (
-        retention.InboxFloor(retention.parse_duration(topic_retention), retry, repair)
+        retention.InboxFloor(
+            retention.parse_duration(topic_retention), retry, repair, "--topic-retention"
+        )
         if topic_retention
         else retention.inbox_floor(s.kafka(), retry, repair)
     )

@@ -63,6 +63,7 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str)
         "0003_debezium",
         "0004_parking",
         "0005_consumer_groups",
+        "0006_inbox_purge_index",
         "polling/0001_relay_indexes",
         "polling/0002_notify",
     ]

@@ -61,6 +61,7 @@ def test_every_field_is_a_flag_and_an_environment_variable(
     # field → (environment variable, value to set, what the field then holds)
     cases: dict[str, tuple[str, str, Any]] = {
         "group_id": ("CDCBOX_CONSUMER_GROUP", "g2", "g2"),
+        "move_to_group": ("CDCBOX_MOVE_TO_GROUP", "true", True),
         "retry.max_attempts": ("CDCBOX_MAX_ATTEMPTS", "9", 9),
         "retry.initial_delay_s": ("CDCBOX_INITIAL_DELAY", "0.5", 0.5),
         "retry.max_delay_s": ("CDCBOX_MAX_DELAY", "3", 3.0),

@@ -1,0 +1,60 @@
+"""Inbox retention against real PostgreSQL: what the purge deletes, and how it finds it."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from cdcbox.retention import InboxFloor, purge_inbox
+from tests.helpers import unique
+
+pytestmark = pytest.mark.integration
+NO_FLOOR = InboxFloor(timedelta(0), timedelta(0), timedelta(0))
+
+
+def _row(db: psycopg.Connection[Any], consumer: str, received: str, processed: str | None) -> Any:
+    event_id = uuid.uuid4()
+    db.execute(
+        "INSERT INTO inbox_event (event_id, consumer_name, event_type, status, received_at, "
+        "processed_at) VALUES (%s, %s, 'Created', 'PROCESSED', now() - %s::interval, "
+        "now() - %s::interval)",
+        (event_id, consumer, received, processed),
+    )
+    return event_id
+
+
+def test_the_purge_counts_from_the_last_touch_so_a_late_replay_is_kept(
+    db: psycopg.Connection[Any],
+) -> None:
+    consumer = unique("c")
+    old = _row(db, consumer, "40 days", "39 days")
+    replayed = _row(db, consumer, "40 days", "1 day")  # FAILED for weeks, replayed yesterday
+    assert purge_inbox(db, timedelta(days=10), NO_FLOOR) >= 1
+    left = {
+        r[0]
+        for r in db.execute(
+            "SELECT event_id FROM inbox_event WHERE consumer_name = %s", (consumer,)
+        )
+    }
+    assert left == {replayed}
+    assert old not in left
+
+
+def test_the_purge_batch_can_read_the_partial_index_instead_of_the_table(
+    db: psycopg.Connection[Any],
+) -> None:
+    db.execute("SET enable_seqscan = off")  # a small table: ask which plan is possible
+    plan = "\n".join(
+        r[0]
+        for r in db.execute(
+            "EXPLAIN SELECT event_id, consumer_name FROM inbox_event "
+            "WHERE coalesce(processed_at, received_at) < now() - interval '10 days' "
+            "AND status IN ('PROCESSED', 'SKIPPED') LIMIT 5000"
+        )
+    )
+    db.execute("RESET enable_seqscan")
+    assert "Scan using inbox_event_purge_idx" in plan or "Scan on inbox_event_purge_idx" in plan
