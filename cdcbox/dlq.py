@@ -3,7 +3,8 @@ reading them back and replaying them.
 
 The original key, value and headers travel unchanged, so a replay puts the very same
 event back (same event id: the inbox dedupes whatever was applied after all, and
-re-applies what failed, whose inbox row is FAILED); error headers say why and from where.
+re-applies what failed, whose inbox row is FAILED); error headers say why and from where,
+and a replayed copy names the consumer it is for (see `replay`).
 A publish is awaited: if it fails, the consumer must not commit the record's offset.
 """
 
@@ -13,13 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
 from cdcbox import wire
 from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka_client import Consumer, KafkaSettings, Producer, TopicPartition
-from cdcbox.names import DbNames
-from cdcbox.parking import Parking
 
 ERROR_HEADERS = (
     "cdcbox.error.type",
@@ -148,26 +145,17 @@ def replay(
     kafka: KafkaSettings,
     letters: list[DeadLetter],
     progress: Callable[[int], None] = lambda n: None,
-    release_in: psycopg.Connection[Any] | None = None,
-    names: DbNames = DbNames(),
 ) -> int:
-    """Republish to the original topics, awaiting each acknowledgement; returns the count.
+    """Republish to the original topics in dead-letter order, awaiting each
+    acknowledgement; returns the count.
 
-    With `release_in`, each letter's parked aggregate is released first (one committed
-    transaction per aggregate), so the replayed events are applied instead of following
-    the park back to the dead-letter topic.
+    Each copy is addressed to the consumer that dead-lettered it (`HEADER_REPLAY_FOR`):
+    that consumer applies it although the aggregate is parked, while the aggregate's live
+    events stay held back; the commit that applies its last FAILED event releases the
+    aggregate. So an aggregate's events are applied in order, and replaying only some of
+    them leaves the rest held.
     """
     _check_replayable(letters)
-    if release_in is not None:
-        parking = Parking(names)
-        for d in letters:
-            with release_in.transaction():
-                parking.release(
-                    release_in,
-                    d.header("cdcbox.consumer"),
-                    d.header("aggregate_type"),
-                    (d.key or b"").decode(),
-                )
     return _republish(kafka, letters, progress)
 
 
@@ -185,7 +173,12 @@ def _republish(
 ) -> int:
     with Producer(kafka, enable_idempotence=True) as producer:
         for letter in letters:
-            headers = [(k, v) for k, v in letter.headers if k not in ERROR_HEADERS]
+            headers = [
+                (k, v)
+                for k, v in letter.headers
+                if k not in ERROR_HEADERS and k != wire.HEADER_REPLAY_FOR
+            ]
+            headers.append((wire.HEADER_REPLAY_FOR, letter.header("cdcbox.consumer").encode()))
             producer.send(
                 letter.original_topic, key=letter.key, value=letter.value, headers=headers
             ).get(timeout=30)

@@ -50,7 +50,8 @@ class Inbox:
             "VALUES (%s, %s, %s, %s, %s, %s, 'FAILED', %s, %s, %s, %s, %s) "
             "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'FAILED', "
             "retry_count = i.retry_count + EXCLUDED.retry_count, "
-            "error_message = EXCLUDED.error_message WHERE i.status <> 'PROCESSED'"
+            "error_message = EXCLUDED.error_message "
+            "WHERE i.status NOT IN ('PROCESSED', 'SKIPPED')"
         ).format(inbox=inbox)
         self._claim_many = sql.SQL(
             "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "

@@ -1,6 +1,11 @@
 """Parked aggregates: after one event of an aggregate is dead-lettered, its later events
-follow it to the dead-letter topic instead of being applied out of order, until an
-operator releases the aggregate (and replays the dead letters, in order)."""
+follow it to the dead-letter topic instead of being applied out of order.
+
+Every held-back event has a FAILED inbox row. A replay (`cdc-ctl dlq replay`) puts them
+back on the topic addressed to the parked consumer, which applies them in order while the
+aggregate stays parked for live events; the transaction that applies the last FAILED one
+releases the aggregate. An operator can also release it by hand (`cdc-ctl parked release`).
+"""
 
 from __future__ import annotations
 
@@ -44,6 +49,12 @@ class Parking:
         self._release = sql.SQL(
             "DELETE FROM {} WHERE consumer_name = %s AND aggregate_type = %s AND aggregate_id = %s"
         ).format(table)
+        self._release_drained = sql.SQL(
+            "DELETE FROM {parked} AS p WHERE consumer_name = %s AND aggregate_type = %s "
+            "AND aggregate_id = %s AND NOT EXISTS (SELECT 1 FROM {inbox} AS i "
+            "WHERE i.consumer_name = p.consumer_name AND i.status = 'FAILED' "
+            "AND i.aggregate_type = p.aggregate_type AND i.aggregate_id = p.aggregate_id)"
+        ).format(parked=table, inbox=names.table("inbox"))
         self._list = sql.SQL(
             "SELECT consumer_name, aggregate_type, aggregate_id, event_id, reason, parked_at "
             "FROM {} ORDER BY parked_at"
@@ -84,6 +95,12 @@ class Parking:
         self, conn: psycopg.Connection[Any], consumer: str, aggregate_type: str, aggregate_id: str
     ) -> bool:
         return conn.execute(self._release, (consumer, aggregate_type, aggregate_id)).rowcount > 0
+
+    def release_if_drained(self, conn: psycopg.Connection[Any], key: ParkedKey) -> bool:
+        """Release the aggregate once none of its held-back events is still FAILED (in
+        the caller's transaction: the last replayed event's commit releases it). The
+        cache keeps the key: `is_parked` drops it once the release is committed."""
+        return conn.execute(self._release_drained, key).rowcount > 0
 
     def list(self, conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
         return conn.execute(self._list).fetchall()

@@ -18,6 +18,9 @@ HEADER_AGGREGATE_VERSION = "aggregate_version"
 HEADER_OCCURRED_AT = "occurred_at"
 HEADER_TRACEPARENT = "traceparent"
 HEADER_CONTENT_TYPE = "content-type"
+# On a replayed dead letter: the consumer name it is replayed for. That consumer applies
+# it even though the aggregate is parked (the park holds back live events only).
+HEADER_REPLAY_FOR = "cdcbox.replay.for"
 
 CONTENT_TYPE_JSON = "application/json"
 CONTENT_TYPE_AVRO = "application/vnd.apache.avro+binary"

@@ -61,18 +61,15 @@ def dlq_show(ctx: click.Context, topic: str, event_id: str) -> None:
 @click.argument("topic")
 @click.option("--event-id", "event_ids", multiple=True, help="Replay these (repeatable).")
 @click.option("--all", "replay_all", is_flag=True, help="Replay every dead letter.")
-@click.option(
-    "--release/--no-release",
-    default=True,
-    show_default=True,
-    help="Release the replayed events' parked aggregates first.",
-)
 @click.pass_context
 @handle_errors
 def dlq_replay(
-    ctx: click.Context, topic: str, event_ids: tuple[str, ...], replay_all: bool, release: bool
+    ctx: click.Context, topic: str, event_ids: tuple[str, ...], replay_all: bool
 ) -> None:
-    """Republish dead letters to their original topic, same key, value and event id."""
+    """Republish dead letters to their original topic, same key, value and event id.
+
+    Parked aggregates stay parked: their consumer applies the replayed events in order
+    and releases an aggregate with its last held-back event."""
     if not event_ids and not replay_all:
         raise UsageError("name --event-id ... or --all")
     s = settings(ctx)
@@ -80,13 +77,6 @@ def dlq_replay(
     letters = dead_letters.select(
         dead_letters.read(kafka, topic), None if replay_all else set(event_ids)
     )
-    conn = s.database() if release else None
-    try:
-        with click.progressbar(length=len(letters), label="replaying") as bar:
-            count = dead_letters.replay(
-                kafka, letters, progress=bar.update, release_in=conn, names=s.names
-            )
-    finally:
-        if conn is not None:
-            conn.close()
+    with click.progressbar(length=len(letters), label="replaying") as bar:
+        count = dead_letters.replay(kafka, letters, progress=bar.update)
     click.echo(f"replayed {count} dead letter(s) from {topic}")

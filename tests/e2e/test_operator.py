@@ -236,6 +236,51 @@ def test_dead_letters_listed_shown_and_replayed_into_an_exact_effect(
     assert nothing.exit_code == 2
 
 
+@pytest.mark.parametrize("batch_mode", [False, True], ids=["per-record", "batch"])
+def test_a_replay_keeps_the_aggregate_parked_until_its_last_held_event_is_applied(
+    stack: Endpoints, run_consumer: Any, batch_mode: bool
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+
+    def write(version: int) -> Any:
+        event = NewEvent(aggregate_type, "x", "Changed", {"v": version}, aggregate_version=version)
+        with psycopg.connect(stack.dsn) as conn, conn.transaction():
+            return OUTBOX.append(conn, event)
+
+    def parked_here() -> bool:
+        rows = json.loads(ctl("parked", "list", "--json").output)
+        return any(p["consumer"] == consumer and p["aggregate_id"] == "x" for p in rows)
+
+    def versions_applied() -> list[int]:
+        with psycopg.connect(stack.dsn) as conn:
+            return [r[2] for r in effects(conn, consumer)]
+
+    outage = {"on": True}
+    handler = recording_handler(consumer, aggregate_type, {"Changed"}, fail=lambda e: outage["on"])
+    retry = RetryPolicy(max_attempts=2, initial_delay_s=0.01, max_delay_s=0.02)
+    topic = wire.topic_for(aggregate_type) + ".dlq"
+    v1, v2 = write(1), write(2)
+    with run_consumer([handler], group=consumer, retry=retry, batch_mode=batch_mode) as running:
+        eventually(lambda: running.stats[Outcome.PARKED] == 1, what="v2 parked behind v1")
+        outage["on"] = False
+
+        # Only the failing event: it is applied, and v2 still holds the aggregate.
+        assert ctl("dlq", "replay", topic, "--event-id", str(v1)).exit_code == 0
+        eventually(lambda: versions_applied() == [1], what="the replayed v1 applied")
+        assert parked_here()
+        v3 = write(3)  # live traffic while the aggregate is still held
+        eventually(lambda: running.stats[Outcome.PARKED] == 2, what="live v3 held too")
+        assert versions_applied() == [1]
+
+        # The rest: applied in order, then the aggregate is released for live events.
+        replayed = ctl("dlq", "replay", topic, "--event-id", str(v2), "--event-id", str(v3))
+        assert replayed.exit_code == 0, replayed.output
+        eventually(lambda: versions_applied() == [1, 2, 3], what="v2 and v3 applied in order")
+        eventually(lambda: not parked_here(), what="the aggregate released")
+        write(4)
+        eventually(lambda: versions_applied() == [1, 2, 3, 4], what="live v4 applied")
+
+
 def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(
     tmp_path: Path, stack: Endpoints
 ) -> None:

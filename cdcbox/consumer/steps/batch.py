@@ -92,4 +92,6 @@ class BatchTransaction:
                     if o in (Outcome.PROCESSED, Outcome.STALE)
                 ],
             )
+            for r, _ in result.applied:
+                self.transaction.release_if_replay_drained(conn, r)
         return result

@@ -42,8 +42,13 @@ class DeadLetterStep:
         return self.stores.parking
 
     def follow_park(self, connection: ConnectionSource, routed: Routed) -> bool:
-        """True when the aggregate is parked: the record was sent after its predecessor."""
-        if not self.park_aggregates or not self.parking.might_be_parked(routed.parked_key):
+        """True when the aggregate is parked: the record was sent after its predecessor.
+        A dead letter replayed for this consumer is not held: it is what the park waits for."""
+        if (
+            not self.park_aggregates
+            or routed.replayed_for_me
+            or not self.parking.might_be_parked(routed.parked_key)
+        ):
             return False
         conn = connection()
         with conn.transaction():

@@ -17,7 +17,7 @@ from cdcbox.consumer.config import Unhandled
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
-from cdcbox.event import Event, UndecodablePayload, decode, decode_payload
+from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, headers_of
 from cdcbox.parking import ParkedKey
 
 
@@ -36,6 +36,12 @@ class Routed:
     @property
     def parked_key(self) -> ParkedKey:
         return (self.handler.consumer_name, self.event.aggregate_type, self.event.aggregate_id)
+
+    @property
+    def replayed_for_me(self) -> bool:
+        """A dead letter `cdc-ctl dlq replay` republished for this record's consumer."""
+        replay_for = headers_of(self.record).get(wire.HEADER_REPLAY_FOR)
+        return replay_for is not None and replay_for.decode(errors="replace") == self.consumer
 
 
 @dataclass(frozen=True)

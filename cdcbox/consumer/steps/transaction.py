@@ -34,10 +34,12 @@ class RecordTransaction:
         started = time.perf_counter()
         with conn.transaction():
             if not self.stores.inbox.claim(conn, event, name):
+                self.release_if_replay_drained(conn, routed)
                 return Outcome.DUPLICATE
             outcome = self.guard_and_handle(conn, routed)
             if outcome is Outcome.STALE:
                 self.stores.inbox.mark_skipped(conn, event, name, "stale version")
+            self.release_if_replay_drained(conn, routed)
         if outcome is Outcome.PROCESSED:
             self.stats.handled(name, event.occurred_at, time.perf_counter() - started)
         return outcome
@@ -49,6 +51,12 @@ class RecordTransaction:
             return stale
         routed.handler.handle(routed.event, conn)
         return Outcome.PROCESSED
+
+    def release_if_replay_drained(self, conn: psycopg.Connection[Any], routed: Routed) -> None:
+        """A replayed dead letter that ended here may be its aggregate's last held-back
+        event: then the same commit releases the park."""
+        if routed.replayed_for_me:
+            self.stores.parking.release_if_drained(conn, routed.parked_key)
 
     def consume_unhandled(
         self, conn: psycopg.Connection[Any], event: Event, consumers: list[str]
@@ -73,6 +81,8 @@ class RecordTransaction:
             if isinstance(signal, RefuseTransition):
                 self.stores.reconciliation.record(conn, event, name, signal.reason)
                 self.stores.inbox.mark_skipped(conn, event, name, f"refused: {signal.reason}")
+                self.release_if_replay_drained(conn, routed)
                 return Outcome.REFUSED
             self.stores.inbox.mark_skipped(conn, event, name, signal.reason)
+            self.release_if_replay_drained(conn, routed)
         return Outcome.SKIPPED
