@@ -6,6 +6,7 @@ the change, and resumes it, returning the offsets before and after.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -32,13 +33,19 @@ def lsn_offsets(client: ConnectClient, name: str, lsn: int) -> dict[str, Any]:
 def change_offsets(
     client: ConnectClient, name: str, change: Callable[[], None], timeout_s: float = 60
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Stop the connector, apply `change`, resume it (even when `change` failed)."""
+    """Stop the connector, apply `change`, resume it (even when `change` failed). The
+    offsets after are read until they differ from those before (Connect may answer the
+    GET before the PATCH is visible), for at most `timeout_s`."""
     before = client.offsets(name)
     client.stop(name)
     client.wait_until(name, "STOPPED", timeout_s)
     try:
         change()
+        deadline = time.monotonic() + timeout_s
         after = client.offsets(name)
+        while after == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+            after = client.offsets(name)
     finally:
         client.resume(name)
     return before, after

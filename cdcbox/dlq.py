@@ -14,9 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from cdcbox import wire
 from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka_client import Consumer, KafkaSettings, Producer, TopicPartition
+from cdcbox.names import DbNames
+from cdcbox.parking import ParkedKey, Parking
 
 ERROR_HEADERS = (
     "cdcbox.error.type",
@@ -27,6 +31,21 @@ ERROR_HEADERS = (
     "cdcbox.original.offset",
     "cdcbox.consumer",
 )
+
+
+REPLAY_HEADERS = (wire.HEADER_REPLAY_FOR, wire.HEADER_REPLAY_HOPS)
+
+
+def replay_headers(
+    headers: list[tuple[str, bytes]], consumer: str, hops: int
+) -> list[tuple[str, bytes]]:
+    """The original headers, addressed to `consumer` as a replayed copy."""
+    kept = [(k, v or b"") for k, v in headers if k not in ERROR_HEADERS + REPLAY_HEADERS]
+    return [
+        *kept,
+        (wire.HEADER_REPLAY_FOR, consumer.encode()),
+        (wire.HEADER_REPLAY_HOPS, str(hops).encode()),
+    ]
 
 
 class DeadLetterError(CdcboxError, RuntimeError):
@@ -42,6 +61,19 @@ class DeadLetterPublisher:
         self.producer = producer
         self.suffix = suffix
         self.timeout_s = timeout_s
+
+    def requeue(self, record: Any, consumer: str, hops: int) -> None:
+        """Put a held event back at the end of its own partition, addressed to `consumer`:
+        it goes behind the replayed events it must not overtake."""
+        headers = replay_headers(list(record.headers or []), consumer, hops)
+        try:
+            self.producer.send(
+                record.topic, key=record.key, value=record.value, headers=headers
+            ).get(timeout=self.timeout_s)
+        except CdcboxError as e:
+            raise DeadLetterError(
+                f"cannot requeue {record.topic}[{record.partition}]@{record.offset}: {e}"
+            ) from e
 
     def publish(
         self, record: Any, *, error_type: str, message: str, attempts: int, consumer: str
@@ -90,6 +122,10 @@ class DeadLetter:
     @property
     def event_id(self) -> str:
         return self.header("id")
+
+    @property
+    def aggregate_id(self) -> str:
+        return (self.key or b"").decode(errors="replace")
 
     @property
     def original_topic(self) -> str:
@@ -145,18 +181,36 @@ def replay(
     kafka: KafkaSettings,
     letters: list[DeadLetter],
     progress: Callable[[int], None] = lambda n: None,
+    parked_in: psycopg.Connection[Any] | None = None,
+    names: DbNames = DbNames(),
 ) -> int:
     """Republish to the original topics in dead-letter order, awaiting each
     acknowledgement; returns the count.
 
     Each copy is addressed to the consumer that dead-lettered it (`HEADER_REPLAY_FOR`):
-    that consumer applies it although the aggregate is parked, while the aggregate's live
-    events stay held back; the commit that applies its last FAILED event releases the
-    aggregate. So an aggregate's events are applied in order, and replaying only some of
-    them leaves the rest held.
+    that consumer applies it although the aggregate is parked, once no earlier event of
+    the aggregate is still held, and the commit that applies the aggregate's last held
+    event releases the park. With `parked_in`, the aggregates are then marked as
+    replaying, so their live events are requeued behind the copies rather than
+    dead-lettered. An aggregate's events are thus applied in order, and replaying only
+    some of them leaves the rest held.
     """
     _check_replayable(letters)
-    return _republish(kafka, letters, progress)
+    with Producer(kafka, enable_idempotence=True) as producer:
+        count = republish(producer, letters, progress)
+    if parked_in is not None:
+        with parked_in.transaction():
+            ids = [d.event_id for d in letters]
+            Parking(names).mark_replaying(parked_in, parked_keys(letters), ids)
+    return count
+
+
+def parked_keys(letters: list[DeadLetter]) -> list[ParkedKey]:
+    keys = {
+        (d.header("cdcbox.consumer"), d.header(wire.HEADER_AGGREGATE_TYPE), d.aggregate_id)
+        for d in letters
+    }
+    return sorted(keys)
 
 
 def _check_replayable(letters: list[DeadLetter]) -> None:
@@ -168,19 +222,19 @@ def _check_replayable(letters: list[DeadLetter]) -> None:
             )
 
 
-def _republish(
-    kafka: KafkaSettings, letters: list[DeadLetter], progress: Callable[[int], None]
+def republish(
+    producer: Producer, letters: list[DeadLetter], progress: Callable[[int], None] = lambda n: None
 ) -> int:
-    with Producer(kafka, enable_idempotence=True) as producer:
-        for letter in letters:
-            headers = [
-                (k, v)
-                for k, v in letter.headers
-                if k not in ERROR_HEADERS and k != wire.HEADER_REPLAY_FOR
-            ]
-            headers.append((wire.HEADER_REPLAY_FOR, letter.header("cdcbox.consumer").encode()))
-            producer.send(
-                letter.original_topic, key=letter.key, value=letter.value, headers=headers
-            ).get(timeout=30)
-            progress(1)
-    return len(letters)
+    """Send each letter back to its original topic as a replayed copy (one event id once),
+    awaiting each acknowledgement, in the order given."""
+    seen: set[str] = set()
+    for letter in letters:
+        if letter.event_id in seen:
+            continue
+        seen.add(letter.event_id)
+        headers = replay_headers(letter.headers, letter.header("cdcbox.consumer"), hops=0)
+        producer.send(
+            letter.original_topic, key=letter.key, value=letter.value, headers=headers
+        ).get(timeout=30)
+        progress(1)
+    return len(seen)

@@ -14,6 +14,7 @@ the applied ones PROCESSED and the stale ones SKIPPED with one UPDATE each.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -46,13 +47,27 @@ class Inbox:
         self._fail = sql.SQL(
             "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
             "aggregate_id, aggregate_version, status, retry_count, error_message, "
-            "source_topic, source_partition, source_offset) "
-            "VALUES (%s, %s, %s, %s, %s, %s, 'FAILED', %s, %s, %s, %s, %s) "
+            "source_topic, source_partition, source_offset, failed_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, 'FAILED', %s, %s, %s, %s, %s, now()) "
             "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'FAILED', "
-            "retry_count = i.retry_count + EXCLUDED.retry_count, "
+            "retry_count = i.retry_count + EXCLUDED.retry_count, failed_at = now(), "
             "error_message = EXCLUDED.error_message "
             "WHERE i.status NOT IN ('PROCESSED', 'SKIPPED')"
         ).format(inbox=inbox)
+        # An earlier event of the same aggregate (by its first position in the live topic)
+        # that this consumer still holds FAILED: a replayed copy must not overtake it.
+        self._held_before = sql.SQL(
+            "SELECT 1 FROM {inbox} AS h JOIN {inbox} AS e ON e.event_id = %s "
+            "AND e.consumer_name = %s WHERE h.consumer_name = e.consumer_name "
+            "AND h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id "
+            "AND h.status = 'FAILED' AND h.event_id <> e.event_id "
+            "AND h.source_topic = e.source_topic AND h.source_partition = e.source_partition "
+            "AND h.source_offset < e.source_offset LIMIT 1"
+        ).format(inbox=inbox)
+        self._failed_since = sql.SQL(
+            "SELECT event_id, source_topic, source_partition FROM {} WHERE consumer_name = %s "
+            "AND status = 'FAILED' AND failed_at >= %s ORDER BY failed_at"
+        ).format(inbox)
         self._claim_many = sql.SQL(
             "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
             "aggregate_id, aggregate_version, status, source_topic, source_partition, "
@@ -103,6 +118,17 @@ class Inbox:
         self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str
     ) -> None:
         conn.execute(self._skip, (reason, event.event_id, consumer))
+
+    def failed_since(
+        self, conn: psycopg.Connection[Any], consumer: str, since: datetime
+    ) -> list[tuple[uuid.UUID, str, int]]:
+        """(event id, source topic, partition) of `consumer`'s FAILED rows that failed
+        from `since` on."""
+        return conn.execute(self._failed_since, (consumer, since)).fetchall()
+
+    def held_before(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> bool:
+        """True when an earlier event of `event`'s aggregate is still FAILED for `consumer`."""
+        return conn.execute(self._held_before, (event.event_id, consumer)).fetchone() is not None
 
     def record_failure(
         self, conn: psycopg.Connection[Any], event: Event, consumer: str, attempts: int, error: str

@@ -50,7 +50,13 @@ class KafkaSettings:
 def _translated(what: str, settings: KafkaSettings) -> Iterator[None]:
     try:
         yield
-    except kafka_errors.CommitFailedError as e:
+    except (
+        kafka_errors.CommitFailedError,
+        kafka_errors.RebalanceInProgressError,
+        kafka_errors.IllegalGenerationError,
+        kafka_errors.UnknownMemberIdError,
+    ) as e:
+        # The group moved on (or is moving): the partitions' next owner redelivers.
         raise CommitRefused(f"{what}: {e}", kind=type(e).__name__) from e
     except kafka_errors.KafkaError as e:
         kind = type(e).__name__
@@ -131,6 +137,14 @@ class Consumer(_Client):
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._call("seek", self._client.seek, tp, offset)
+
+    def pause(self, partitions: set[TopicPartition]) -> None:
+        if partitions:
+            self._call("pause", self._client.pause, *partitions)
+
+    def resume(self, partitions: set[TopicPartition]) -> None:
+        if partitions:
+            self._call("resume", self._client.resume, *partitions)
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self._call("assign", self._client.assign, partitions)

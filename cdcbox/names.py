@@ -25,6 +25,8 @@ class DbNames:
     reconciliation: str = "consumer_reconciliation"
     parked: str = "consumer_parked_aggregate"
     bindings: str = "consumer_group_binding"
+    breakers: str = "consumer_breaker"
+    breaker_failures: str = "consumer_breaker_failure"
     migrations: str = "cdcbox_schema_migrations"
     publication: str = "cdcbox_outbox"
     debezium_role: str = "cdcbox_debezium"
@@ -62,10 +64,18 @@ class DbNames:
             "reconciliation": self.table("reconciliation"),
             "parked": self.table("parked"),
             "bindings": self.table("bindings"),
+            "breakers": self.table("breakers"),
+            "breaker_failures": self.table("breaker_failures"),
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
             "inbox_purge_index": sql.Identifier(f"{self.inbox}_purge_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
             "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),
+            "outbox_claim_index_qualified": sql.Identifier(self.schema, f"{self.outbox}_claim_idx"),
+            "outbox_aggregate_index_qualified": sql.Identifier(
+                self.schema, f"{self.outbox}_aggregate_idx"
+            ),
+            "outbox_unsent_index": sql.Identifier(f"{self.outbox}_unsent_idx"),
+            "outbox_blocker_index": sql.Identifier(f"{self.outbox}_blocker_idx"),
             "notify_function": sql.Identifier(self.schema, f"{self.outbox}_notify"),
             "notify_trigger": sql.Identifier(f"{self.outbox}_notify"),
             "channel": sql.Literal(self.notify_channel),

@@ -9,7 +9,7 @@ releases the aggregate. An operator can also release it by hand (`cdc-ctl parked
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
@@ -18,13 +18,16 @@ from cdcbox.event import Event
 from cdcbox.names import DbNames
 
 ParkedKey = tuple[str, str, str]  # consumer_name, aggregate_type, aggregate_id
+# held: live events go to the DLQ behind the failed one; replaying: its dead letters are
+# on their way back, and live events are requeued behind them.
+ParkState = Literal["held", "replaying"]
 
 
 class Parking:
     """The parked-aggregate table and this process's cache of it.
 
     The cache (`might_be_parked`) is only a shortcut for the common case "not parked":
-    `is_parked` asks the database, so an operator's release counts at once, and a key
+    `state` asks the database, so an operator's release counts at once, and a key
     this process parked is in the cache from the moment it commits. `refresh` reloads the
     cache from the table (the consumer calls it at start, now and then, and on every
     partition assignment, so a park made by another member is seen).
@@ -38,14 +41,26 @@ class Parking:
             "SELECT consumer_name, aggregate_type, aggregate_id FROM {} "
             "WHERE consumer_name = ANY(%s)"
         ).format(table)
-        self._exists = sql.SQL(
-            "SELECT 1 FROM {} WHERE consumer_name = %s AND aggregate_type = %s "
+        self._state = sql.SQL(
+            "SELECT replaying FROM {} WHERE consumer_name = %s AND aggregate_type = %s "
             "AND aggregate_id = %s"
         ).format(table)
+        # A failure while replaying holds the aggregate again (its followers go to the DLQ).
         self._park = sql.SQL(
             "INSERT INTO {} (consumer_name, aggregate_type, aggregate_id, event_id, reason) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (consumer_name, aggregate_type, "
+            "aggregate_id) DO UPDATE SET replaying = false"
         ).format(table)
+        # Only where every held (FAILED) event is among those replayed: a live event may
+        # then wait behind copies that are really on their way.
+        self._replaying = sql.SQL(
+            "UPDATE {parked} AS p SET replaying = true "
+            "FROM unnest(%s::text[], %s::text[], %s::text[]) AS k(c, t, i) "
+            "WHERE p.consumer_name = k.c AND p.aggregate_type = k.t AND p.aggregate_id = k.i "
+            "AND NOT EXISTS (SELECT 1 FROM {inbox} AS f WHERE f.consumer_name = k.c "
+            "AND f.aggregate_type = k.t AND f.aggregate_id = k.i AND f.status = 'FAILED' "
+            "AND NOT (f.event_id = ANY(%s::uuid[])))"
+        ).format(parked=table, inbox=names.table("inbox"))
         self._release = sql.SQL(
             "DELETE FROM {} WHERE consumer_name = %s AND aggregate_type = %s AND aggregate_id = %s"
         ).format(table)
@@ -67,18 +82,29 @@ class Parking:
 
     def invalidate(self) -> None:
         """Distrust the cache until the next `refresh` (e.g. after a partition assignment):
-        meanwhile every key might be parked, so `is_parked` asks the database."""
+        meanwhile every key might be parked, so `state` asks the database."""
         self._stale = True
 
     def might_be_parked(self, key: ParkedKey) -> bool:
         return self._stale or key in self._cache
 
-    def is_parked(self, conn: psycopg.Connection[Any], key: ParkedKey) -> bool:
-        """The database's answer; a released key leaves the cache here."""
-        parked = conn.execute(self._exists, key).fetchone() is not None
-        if not parked:
+    def state(self, conn: psycopg.Connection[Any], key: ParkedKey) -> ParkState | None:
+        """The database's answer (None: not parked); a released key leaves the cache here."""
+        row = conn.execute(self._state, key).fetchone()
+        if row is None:
             self._cache.discard(key)
-        return parked
+            return None
+        return "replaying" if row[0] else "held"
+
+    def mark_replaying(
+        self, conn: psycopg.Connection[Any], keys: list[ParkedKey], event_ids: list[str]
+    ) -> None:
+        """These events were just replayed: an aggregate all of whose held events are
+        among them has its live events requeued behind the copies from now on, instead of
+        dead-lettered. The others stay held."""
+        if keys:
+            columns = [list(c) for c in zip(*keys, strict=True)]
+            conn.execute(self._replaying, [*columns, event_ids])
 
     def park(self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str) -> None:
         """Park the event's aggregate in the caller's transaction (cached once it commits:
@@ -99,7 +125,7 @@ class Parking:
     def release_if_drained(self, conn: psycopg.Connection[Any], key: ParkedKey) -> bool:
         """Release the aggregate once none of its held-back events is still FAILED (in
         the caller's transaction: the last replayed event's commit releases it). The
-        cache keeps the key: `is_parked` drops it once the release is committed."""
+        cache keeps the key: `state` drops it once the release is committed."""
         return conn.execute(self._release_drained, key).rowcount > 0
 
     def list(self, conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:

@@ -21,6 +21,8 @@ HEADER_CONTENT_TYPE = "content-type"
 # On a replayed dead letter: the consumer name it is replayed for. That consumer applies
 # it even though the aggregate is parked (the park holds back live events only).
 HEADER_REPLAY_FOR = "cdcbox.replay.for"
+# How often the copy was put back behind an earlier held event of its aggregate.
+HEADER_REPLAY_HOPS = "cdcbox.replay.hops"
 
 CONTENT_TYPE_JSON = "application/json"
 CONTENT_TYPE_AVRO = "application/vnd.apache.avro+binary"

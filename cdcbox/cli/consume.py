@@ -138,6 +138,17 @@ OPTIONS = [
     _option("--metadata-max-age-ms", C.metadata_max_age_ms, "Metadata refresh (new partitions)."),
     _option("--client-id", C.client_id, "Kafka client id."),
     _option(
+        "--session-timeout-ms",
+        C.session_timeout_ms,
+        "A member silent this long leaves the group (its partitions fail over).",
+    ),
+    _option("--heartbeat-interval-ms", C.heartbeat_interval_ms, "Heartbeat period."),
+    _option(
+        "--max-poll-interval-ms",
+        C.max_poll_interval_ms,
+        "Longest gap between polls (one handler call or batch; retry waits keep polling).",
+    ),
+    _option(
         "--create-topics/--no-create-topics",
         C.create_missing_topics,
         "Create missing topics at start, so the subscription sees them at once.",
@@ -184,6 +195,9 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
         fetch_max_wait_ms=o["fetch_max_wait_ms"],
         metadata_max_age_ms=o["metadata_max_age_ms"],
         client_id=o["client_id"],
+        session_timeout_ms=o["session_timeout_ms"],
+        heartbeat_interval_ms=o["heartbeat_interval_ms"],
+        max_poll_interval_ms=o["max_poll_interval_ms"],
         create_missing_topics=o["create_topics"],
         metrics_port=o["metrics_port"],
         metrics_host=o["metrics_host"],

@@ -77,6 +77,8 @@ def dlq_replay(
     letters = dead_letters.select(
         dead_letters.read(kafka, topic), None if replay_all else set(event_ids)
     )
-    with click.progressbar(length=len(letters), label="replaying") as bar:
-        count = dead_letters.replay(kafka, letters, progress=bar.update)
+    with s.database() as conn, click.progressbar(length=len(letters), label="replaying") as bar:
+        count = dead_letters.replay(
+            kafka, letters, progress=bar.update, parked_in=conn, names=s.names
+        )
     click.echo(f"replayed {count} dead letter(s) from {topic}")

@@ -64,6 +64,14 @@ class ConsumerConfig:
     max_poll_records: int = 500
     poll_timeout_ms: int = 200
     client_id: str = "cdcbox-consumer"
+    # Group timing. A member that dies is noticed after session_timeout_ms: 10 s fails its
+    # partitions over in seconds (kafka-python's 45 s left them idle for most of a minute).
+    # Heartbeats come from a background thread, every heartbeat_interval_ms (a third of
+    # the session, as Kafka advises). Retry waits keep polling (`keepalive`), so only one
+    # handler call or one poll batch without retries must fit in max_poll_interval_ms.
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
     # CDC creates a topic with its first event; create it up front so the subscription
     # sees it at once, and refresh metadata often enough to notice new partitions.
     create_missing_topics: bool = True

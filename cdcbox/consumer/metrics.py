@@ -40,6 +40,7 @@ class ConsumerMetrics:
         )
         self.breaker_open = Gauge(
             "cdcbox_consumer_circuit_open",
-            "1 while the circuit breaker holds records back",
+            "1 while the circuit breaker holds this process's records back",
+            ["consumer"],
             registry=self.registry,
         )

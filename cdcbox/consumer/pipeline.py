@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cdcbox import wire
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.handler import Handler
@@ -33,6 +34,7 @@ from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.dlq import DeadLetterPublisher
+from cdcbox.event import headers_of
 
 
 class RecordPipeline:
@@ -48,16 +50,20 @@ class RecordPipeline:
         stats: ConsumerStats,
         breaker: CircuitBreaker,
         sleep: Callable[[float], None] = time.sleep,
+        owned_partitions: Callable[[], set[tuple[str, int]]] | None = None,
     ) -> None:
         self.stats = stats
+        self._owned_partitions = owned_partitions
         self.group_id = config.group_id
         self.router = Router(handlers, config.schemas, config.unhandled)
         self.transaction = RecordTransaction(
             stores, GuardStep(stores.versions, config.gap_policy), stats
         )
-        self.retry = RetryStep(self.transaction, config.retry, breaker, stats, sleep)
         self.dead_letter = DeadLetterStep(
-            dead_letters, stores, config.park_aggregates, config.group_id
+            dead_letters, stores, config.park_aggregates, config.group_id, config.kafka
+        )
+        self.retry = RetryStep(
+            self.transaction, config.retry, breaker, stats, sleep, self._replay_tripped
         )
         self.batch = BatchTransaction(stores, self.transaction)
         self._consumers_of_topic: dict[str, list[str]] = {}
@@ -74,7 +80,13 @@ class RecordPipeline:
             self._apply_one(connection, routed)
 
     def process_batch(self, connection: ConnectionSource, records: list[Any]) -> None:
-        """A poll batch in one transaction; what it could not apply goes record by record."""
+        """A poll batch in one transaction; what it could not apply goes record by record.
+        A batch holding replayed copies goes record by record: whether a copy may pass its
+        aggregate's park depends on the records before it having been applied."""
+        if any(wire.HEADER_REPLAY_FOR in headers_of(record) for record in records):
+            for record in records:
+                self.process(connection, record)
+            return
         routed = [r for r in (self._route(connection, rec) for rec in records) if r is not None]
         started = time.perf_counter()
         result = self.batch.apply(connection(), self._distinct(routed))
@@ -108,6 +120,12 @@ class RecordPipeline:
             self.stats.count(Outcome.PARKED, routed.consumer)
             return None
         return routed
+
+    def _replay_tripped(self, connection: ConnectionSource, consumer: str, since: Any) -> None:
+        """The breaker closed: replay what this process's partitions dead-lettered while
+        it tripped, so those aggregates are released and applied in order."""
+        owned = self._owned_partitions() if self._owned_partitions else None
+        self.dead_letter.replay_since(connection, consumer, since, owned)
 
     def _apply_one(self, connection: ConnectionSource, routed: Routed) -> None:
         """Steps 3 and 4."""

@@ -22,6 +22,7 @@ from cdcbox import kafka_client
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.stores import Stores
@@ -82,6 +83,7 @@ class Consumer:
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self.connection = Reconnecting(config.dsn)
+        self._names = names
         self._stores = Stores.for_schema(names)
         self._kafka: kafka_client.Consumer | None = None
         self._producer: Producer | None = None
@@ -113,6 +115,9 @@ class Consumer:
             fetch_max_wait_ms=c.fetch_max_wait_ms,
             max_poll_records=c.max_poll_records,
             metadata_max_age_ms=c.metadata_max_age_ms,
+            session_timeout_ms=c.session_timeout_ms,
+            heartbeat_interval_ms=c.heartbeat_interval_ms,
+            max_poll_interval_ms=c.max_poll_interval_ms,
         )
         producer = Producer(c.kafka, client_id=c.client_id + "-dlq", linger_ms=0)
         if c.create_missing_topics:
@@ -160,7 +165,9 @@ class Consumer:
             DeadLetterPublisher(producer, self.config.dlq_suffix),
             self.config,
             self.stats,
-            CircuitBreaker(self.config.breaker),
+            CircuitBreaker(self.config.breaker, self._names),
+            sleep=GroupKeepAlive(kafka, self._stop).sleep,
+            owned_partitions=lambda: {(tp.topic, tp.partition) for tp in kafka.assignment()},
         )
         server = None
         if self.config.metrics_port is not None:
@@ -224,6 +231,11 @@ class Consumer:
                 kafka.seek(tp, done.get(tp, records[0].offset))
                 self._stop.wait(self.config.retry.max_delay_s)
                 continue
+            except BatchAbandoned as e:
+                # Another member owns those now; what is still ours resumes where it ended.
+                log.warning("%s; abandoning the rest of the batch", e)
+                self._rewind(kafka, batch, done)
+                break
             done[tp] = records[-1].offset + 1
         if done:
             try:
@@ -236,6 +248,19 @@ class Consumer:
                     "be redelivered and deduplicated",
                     e,
                 )
+
+    def _rewind(
+        self,
+        kafka: kafka_client.Consumer,
+        batch: dict[TopicPartition, list[Any]],
+        done: dict[TopicPartition, int],
+    ) -> None:
+        """Seek the batch's partitions that are still assigned back to their first record
+        not ended, so nothing fetched is skipped."""
+        assigned = kafka.assignment()
+        for tp, records in batch.items():
+            if tp in assigned:
+                kafka.seek(tp, done.get(tp, records[0].offset))
 
     def close(self) -> None:
         if self._kafka is not None:

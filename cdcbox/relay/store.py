@@ -46,19 +46,22 @@ class RelayStore:
     def __init__(self, names: DbNames = DbNames()) -> None:
         t = names.table("outbox")
         cols = sql.SQL(", ").join(map(sql.Identifier, _ROW))
-        self._candidates = sql.SQL(
-            "SELECT {cols} FROM {t} WHERE ((status IN ('PENDING', 'RETRY') AND "
+        # The first condition is the unsent index's predicate, so the planner reads that
+        # index in id order (no sort of the backlog); the rest picks the due rows.
+        self.claim_query = sql.SQL(
+            "SELECT {cols} FROM {t} WHERE status IN ('PENDING', 'PROCESSING', 'RETRY') AND "
+            "((status IN ('PENDING', 'RETRY') AND "
             "(next_retry_at IS NULL OR next_retry_at <= now())) OR "
             "(status = 'PROCESSING' AND locked_until < now())) "
             "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
         ).format(cols=cols, t=t)
         # The first unsent row of each candidate aggregate that is not itself a candidate:
         # candidates after it must wait.
-        self._blockers = sql.SQL(
+        self.blockers_query = sql.SQL(
             "SELECT o.aggregate_type, o.aggregate_id, min(o.id) FROM {t} o "
             "JOIN unnest(%s::text[], %s::text[]) AS a(t, i) "
             "ON o.aggregate_type = a.t AND o.aggregate_id = a.i "
-            "WHERE o.status IN ('PENDING', 'PROCESSING', 'RETRY', 'DEAD') "
+            "WHERE o.status <> 'SENT' "
             "AND NOT (o.id = ANY(%s)) AND o.id < %s GROUP BY 1, 2"
         ).format(t=t)
         self._lease = sql.SQL(
@@ -98,7 +101,7 @@ class RelayStore:
     ) -> list[OutboxRow]:
         """Lease up to `limit` due rows to `worker`, oldest first."""
         with conn.transaction():
-            rows = [OutboxRow(*r) for r in conn.execute(self._candidates, (limit,))]
+            rows = [OutboxRow(*r) for r in conn.execute(self.claim_query, (limit,))]
             if not rows:
                 return []
             if ordered:
@@ -114,7 +117,7 @@ class RelayStore:
         blockers = {
             (t, i): first
             for t, i, first in conn.execute(
-                self._blockers,
+                self.blockers_query,
                 (
                     [a[0] for a in aggregates],
                     [a[1] for a in aggregates],

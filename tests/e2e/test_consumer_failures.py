@@ -173,6 +173,26 @@ def test_outage_across_aggregates_opens_the_breaker_instead_of_dead_lettering(
     assert running.stats[Outcome.DEAD_LETTERED] == 0
 
 
+def test_a_stop_during_a_held_retry_exits_and_leaves_the_record_for_the_next_run(
+    stack: Endpoints, run_consumer: Any
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    write(stack.dsn, [NewEvent(aggregate_type, "a", "Created", {})])
+    outage = {"on": True}
+    handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
+    hold_forever = {"breaker": BreakerPolicy(failing_aggregates=1), "retry": FAST_RETRY}
+    with run_consumer([handler], group=consumer, **hold_forever) as running:
+        eventually(
+            lambda: running.consumer.stats.retries > FAST_RETRY.max_attempts,
+            what="the record held by the open breaker",
+        )
+    # run_consumer asserted the thread stopped (within 30 s) without an error.
+    assert running.stats[Outcome.DEAD_LETTERED] == 0
+    outage["on"] = False
+    with run_consumer([handler], group=consumer, **hold_forever):
+        eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="applied next time")
+
+
 def test_metrics_endpoint_serves_counts_and_health(stack: Endpoints, run_consumer: Any) -> None:
     import socket
     import urllib.request

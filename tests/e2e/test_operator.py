@@ -274,13 +274,16 @@ def test_a_replay_keeps_the_aggregate_parked_until_its_last_held_event_is_applie
         eventually(lambda: running.stats[Outcome.PARKED] == 2, what="live v3 held too")
         assert versions_applied() == [1]
 
-        # The rest: applied in order, then the aggregate is released for live events.
-        replayed = ctl("dlq", "replay", topic, "--event-id", str(v2), "--event-id", str(v3))
-        assert replayed.exit_code == 0, replayed.output
-        eventually(lambda: versions_applied() == [1, 2, 3], what="v2 and v3 applied in order")
+    # v4 is written while no consumer runs, then v2 and v3 are replayed: the partition
+    # now reads v4 (live) before the replayed copies. v4 is requeued behind them.
+    write(4)
+    replayed = ctl("dlq", "replay", topic, "--event-id", str(v2), "--event-id", str(v3))
+    assert replayed.exit_code == 0, replayed.output
+    with run_consumer([handler], group=consumer, retry=retry, batch_mode=batch_mode):
+        eventually(lambda: versions_applied() == [1, 2, 3, 4], what="v2, v3, v4 in order")
         eventually(lambda: not parked_here(), what="the aggregate released")
-        write(4)
-        eventually(lambda: versions_applied() == [1, 2, 3, 4], what="live v4 applied")
+        write(5)
+        eventually(lambda: versions_applied() == [1, 2, 3, 4, 5], what="live v5 applied")
 
 
 def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(

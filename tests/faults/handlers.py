@@ -20,8 +20,12 @@ class EffectHandler(Handler):
     aggregate_types = (os.environ.get("FAULT_AGGREGATE_TYPE", "fault"),)
     event_types = frozenset({"Changed"})
     delay_s = float(os.environ.get("FAULT_HANDLER_DELAY_S", "0"))
+    # While this file exists every call fails: an outage of what the handler depends on.
+    outage_file = os.environ.get("FAULT_OUTAGE_FILE", "")
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        if self.outage_file and os.path.exists(self.outage_file):
+            raise ConnectionError("downstream service unavailable")
         if self.delay_s:
             time.sleep(self.delay_s)  # a slow handler, so a kill lands mid-batch
         conn.execute(

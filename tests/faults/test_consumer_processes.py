@@ -41,6 +41,7 @@ def start_consumer(
     aggregate_type: str,
     *flags: str,
     delay_s: float = 0.0,
+    outage_file: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -48,6 +49,7 @@ def start_consumer(
         "FAULT_CONSUMER": consumer,
         "FAULT_AGGREGATE_TYPE": aggregate_type,
         "FAULT_HANDLER_DELAY_S": str(delay_s),
+        "FAULT_OUTAGE_FILE": str(outage_file or ""),
     }
     with log.open("ab") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
@@ -175,3 +177,80 @@ def test_three_processes_one_sigkilled_apply_5000_events_once_and_in_order(
     assert len(per_aggregate) == 50
     for aggregate_id, versions in per_aggregate.items():
         assert versions == list(range(1, 101)), f"{aggregate_id} out of order"
+
+
+BREAKER_THRESHOLD = 5
+
+
+def dead_lettered_aggregates(dsn: str, consumer: str) -> set[str]:
+    """Aggregates with an event this consumer name dead-lettered, ever."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT aggregate_id FROM inbox_event WHERE consumer_name = %s "
+            "AND failed_at IS NOT NULL",
+            (consumer,),
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def breaker_open(dsn: str, consumer: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT is_open FROM consumer_breaker WHERE consumer_name = %s", (consumer,)
+        ).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.timeout(600)
+def test_an_outage_across_three_processes_dead_letters_little_and_loses_nothing(
+    stack: Endpoints, processes: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    """Every handler call fails for a while, in three processes of one consumer name: at
+    most the threshold of aggregates is dead-lettered, and once the outage ends every
+    event is applied once, in order, with no aggregate left parked."""
+    aggregate_type, consumer = unique("outage"), unique("c")
+    outage = tmp_path / "outage"
+    outage.touch()
+    flags = [
+        "--max-attempts", "2", "--initial-delay", "0.01", "--max-delay", "1",
+        "--breaker-aggregates", str(BREAKER_THRESHOLD), "--breaker-window", "60",
+        "--max-poll-records", "20",
+    ]  # fmt: skip
+    workers = [
+        start_consumer(
+            stack, tmp_path / f"c{i}.log", consumer, aggregate_type, *flags, outage_file=outage
+        )
+        for i in range(3)
+    ]
+    processes.extend(workers)
+    aggregates, versions = 30, 3
+    total = write_events(stack.dsn, aggregate_type, aggregates, versions)
+    eventually(lambda: breaker_open(stack.dsn, consumer), timeout=120, what="the breaker open")
+    # The outage goes on while every process holds its record back.
+    eventually(
+        lambda: all("circuit open" in (tmp_path / f"c{i}.log").read_text() for i in range(3)),
+        timeout=120,
+        what="every process holding records back",
+    )
+    held = dead_lettered_aggregates(stack.dsn, consumer)
+    outage.unlink()
+    eventually(
+        lambda: count_effects(stack.dsn, consumer) >= total, timeout=240, what=f"{total} effects"
+    )
+    for proc in workers:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert len(held) < BREAKER_THRESHOLD
+    rows = effect_rows(stack.dsn, consumer)
+    assert len(rows) == len({r[0] for r in rows}) == total
+    per_aggregate: dict[str, list[int]] = defaultdict(list)
+    for _, aggregate_id, version in rows:
+        per_aggregate[aggregate_id].append(version)
+    for aggregate_id, applied in per_aggregate.items():
+        assert applied == list(range(1, versions + 1)), f"{aggregate_id} out of order"
+    with psycopg.connect(stack.dsn) as conn:
+        parked = conn.execute(
+            "SELECT count(*) FROM consumer_parked_aggregate WHERE consumer_name = %s",
+            (consumer,),
+        ).fetchone()
+    assert parked == (0,)

@@ -64,8 +64,10 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str)
         "0004_parking",
         "0005_consumer_groups",
         "0006_inbox_purge_index",
+        "0007_breaker",
         "polling/0001_relay_indexes",
         "polling/0002_notify",
+        "polling/0003_unsent_indexes",
     ]
     with psycopg.connect(database) as conn:
         assert migrate(conn, names=names, mode="polling") == []
@@ -79,8 +81,8 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str)
         assert indexes == {
             "outbox_event_pkey",
             "outbox_event_event_id_key",
-            "outbox_event_claim_idx",
-            "outbox_event_aggregate_idx",
+            "outbox_event_unsent_idx",
+            "outbox_event_blocker_idx",
         }
 
 

@@ -83,6 +83,9 @@ def test_every_field_is_a_flag_and_an_environment_variable(
         "max_poll_records": ("CDCBOX_MAX_POLL_RECORDS", "50", 50),
         "poll_timeout_ms": ("CDCBOX_POLL_TIMEOUT_MS", "20", 20),
         "client_id": ("CDCBOX_CLIENT_ID", "me", "me"),
+        "session_timeout_ms": ("CDCBOX_SESSION_TIMEOUT_MS", "7000", 7000),
+        "heartbeat_interval_ms": ("CDCBOX_HEARTBEAT_INTERVAL_MS", "2000", 2000),
+        "max_poll_interval_ms": ("CDCBOX_MAX_POLL_INTERVAL_MS", "60000", 60000),
         "create_missing_topics": ("CDCBOX_CREATE_TOPICS", "false", False),
         "metadata_max_age_ms": ("CDCBOX_METADATA_MAX_AGE_MS", "1000", 1000),
     }

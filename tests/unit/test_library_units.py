@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from cdcbox.consumer import Handler, RetryPolicy
-from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.runner import dispatch_table
 from cdcbox.errors import ConfigError, SchemaError, UsageError
 from cdcbox.ids import uuid7
@@ -160,23 +159,6 @@ def test_inbox_floor_is_the_seeds_sum_and_refuses_shorter_retention() -> None:
         check_inbox_retention(timedelta(days=10), floor, force=False)
     check_inbox_retention(timedelta(days=10), floor, force=True)
     check_inbox_retention(timedelta(days=11), floor, force=False)
-
-
-def test_circuit_breaker_opens_on_many_aggregates_not_on_one() -> None:
-    now = [0.0]
-    breaker = CircuitBreaker(BreakerPolicy(failing_aggregates=3, window_s=10), clock=lambda: now[0])
-    for _ in range(10):
-        assert not breaker.record_failure("poison")  # one aggregate: a poison message
-    assert not breaker.open
-    assert not breaker.record_failure("b")
-    assert breaker.record_failure("c")  # the third distinct aggregate opens it
-    assert breaker.open
-    assert breaker.record_success()
-    assert not breaker.open
-    breaker.record_failure("a")
-    breaker.record_failure("b")
-    now[0] = 11.0  # outside the window: old failures no longer count
-    assert not breaker.record_failure("c")
 
 
 def test_compose_connect_worker_matches_the_native_one() -> None:

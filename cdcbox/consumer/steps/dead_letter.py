@@ -1,6 +1,9 @@
 """Step 6, dead letters: a record that cannot be applied is published to `<topic>.dlq`
 (awaited), its inbox row becomes FAILED and its aggregate is parked, so the aggregate's
 later events follow it to the DLQ (`follow_park`) instead of being applied out of order.
+While the aggregate's dead letters are replayed, its live events are requeued behind the
+replayed copies instead (FAILED too), and a copy is applied only once no earlier event of
+the aggregate is held: the aggregate drains in order, and its last commit releases it.
 
 The DLQ publish comes first: if it fails, `DeadLetterError` leaves the record's offset
 uncommitted and nothing is recorded, so the record comes back.
@@ -9,19 +12,25 @@ uncommitted and nothing is recorded, so the record comes back.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 import psycopg
 
+from cdcbox import dlq
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.errors import PoisonRecord
 from cdcbox.event import Event
+from cdcbox.kafka_client import KafkaSettings
 from cdcbox.parking import Parking
 
 log = logging.getLogger("cdcbox.consumer")
+# A live event of an aggregate being replayed is put back behind the replayed copies at
+# most this often; then it goes to the DLQ (an earlier event is held, not in flight).
+MAX_REQUEUES = 5
 
 
 class DeadLetterStep:
@@ -31,7 +40,9 @@ class DeadLetterStep:
         stores: Stores,
         park_aggregates: bool,
         group_id: str,
+        kafka: KafkaSettings,
     ) -> None:
+        self.kafka = kafka
         self.publisher = publisher
         self.stores = stores
         self.park_aggregates = park_aggregates
@@ -42,19 +53,32 @@ class DeadLetterStep:
         return self.stores.parking
 
     def follow_park(self, connection: ConnectionSource, routed: Routed) -> bool:
-        """True when the aggregate is parked: the record was sent after its predecessor.
-        A dead letter replayed for this consumer is not held: it is what the park waits for."""
-        if (
-            not self.park_aggregates
-            or routed.replayed_for_me
-            or not self.parking.might_be_parked(routed.parked_key)
-        ):
+        """True when the record must wait behind a held event of its aggregate: it was
+        requeued behind a replay in progress, or sent to the DLQ after its predecessor.
+
+        A copy replayed for this consumer passes once no earlier event of its aggregate
+        is still held; a live event passes when the aggregate is not parked.
+        """
+        if not self.park_aggregates:
+            return False
+        key = routed.parked_key
+        if not routed.replayed_for_me and not self.parking.might_be_parked(key):
             return False
         conn = connection()
         with conn.transaction():
-            if not self.parking.is_parked(conn, routed.parked_key):
+            state = self.parking.state(conn, key)
+            if state is None:
+                return False
+            if routed.replayed_for_me and not self.stores.inbox.held_before(
+                conn, routed.event, routed.consumer
+            ):
                 return False
         event = routed.event
+        if state == "replaying" and routed.replay_hops < MAX_REQUEUES:
+            self.publisher.requeue(routed.record, routed.consumer, routed.replay_hops + 1)
+            reason = "requeued behind the replay of its aggregate"
+            self._record(connection, routed, reason, 0, park=False)
+            return True
         error = PoisonRecord(
             f"aggregate {event.aggregate_type}/{event.aggregate_id} is "
             "parked behind an earlier dead-lettered event"
@@ -62,26 +86,68 @@ class DeadLetterStep:
         self.give_up(connection, routed, error, attempts=0)
         return True
 
+    def replay_since(
+        self,
+        connection: ConnectionSource,
+        consumer: str,
+        since: datetime,
+        partitions: set[tuple[str, int]] | None = None,
+    ) -> int:
+        """Replay what `consumer` dead-lettered from `since` on (the breaker's tripping
+        window) on `partitions` (all for None): its aggregates are marked replaying, so
+        they drain in order and are released. Returns how many letters were replayed."""
+        conn = connection()
+        with conn.transaction():
+            failed = [
+                (event_id, topic)
+                for event_id, topic, partition in self.stores.inbox.failed_since(
+                    conn, consumer, since
+                )
+                if partitions is None or (topic, partition) in partitions
+            ]
+        if not failed:
+            return 0
+        wanted = {str(event_id) for event_id, _ in failed}
+        letters = [
+            letter
+            for topic in sorted({t for _, t in failed})
+            for letter in dlq.read(self.kafka, topic + self.publisher.suffix)
+            if letter.event_id in wanted and letter.header("cdcbox.consumer") == consumer
+        ]
+        count = dlq.republish(self.publisher.producer, letters)
+        with conn.transaction():
+            ids = [letter.event_id for letter in letters]
+            self.parking.mark_replaying(conn, dlq.parked_keys(letters), ids)
+        log.warning("replayed %d events %s dead-lettered as the breaker tripped", count, consumer)
+        return count
+
     def give_up(
         self, connection: ConnectionSource, routed: Routed, error: BaseException, attempts: int
     ) -> None:
         """Dead-letter a record whose handler failed: publish, mark FAILED, park."""
+        self.publish(routed.record, routed.event, routed.consumer, error, attempts)
+        self._record(connection, routed, f"{type(error).__name__}: {error}", attempts, park=True)
+
+    def _record(
+        self, connection: ConnectionSource, routed: Routed, reason: str, attempts: int, park: bool
+    ) -> None:
+        """The published record is FAILED in the inbox and, with `park`, its aggregate
+        parked (held: a park during a replay stops the replay's requeueing)."""
+        park = park and self.park_aggregates
         event, name = routed.event, routed.consumer
-        self.publish(routed.record, event, name, error, attempts)
-        reason = f"{type(error).__name__}: {error}"
         try:
             conn = connection()
             with conn.transaction():
                 self.stores.inbox.record_failure(conn, event, name, attempts, reason)
-                if self.park_aggregates:
+                if park:
                     self.parking.park(conn, event, name, reason)
         except psycopg.Error as e:
             # Published but not recorded: the record comes back (offset uncommitted) and
-            # is dead-lettered again; a replay dedupes the two letters by event id.
+            # is published again; a replay dedupes the two copies by event id.
             raise DeadLetterError(
                 f"dead-lettered {event.log_fields} but could not record it: {e}"
             ) from e
-        if self.park_aggregates:
+        if park:
             self.parking.remember(routed.parked_key)
 
     def publish(

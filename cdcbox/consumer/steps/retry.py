@@ -1,15 +1,19 @@
 """Step 5, retry with the circuit breaker around the record's transaction.
 
 A failing record is retried with backoff while its partition waits, so order holds.
-When the retries are spent it is handed to the dead-letter step — unless the breaker is
-open (many aggregates failing: an outage, not a poison message), in which case it keeps
-retrying at the longest backoff. Handler signals end the record without a retry.
+When the retries are spent it is handed to the dead-letter step — unless the breaker
+holds it (many aggregates failing: an outage, not a poison message), in which case it is
+retried at the longest backoff until it succeeds. The success that closes the breaker
+replays what was dead-lettered while it tripped. Handler signals end the record without
+a retry.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
+from datetime import datetime
 
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import RetryPolicy
@@ -21,6 +25,7 @@ from cdcbox.db import ConnectionSource
 
 log = logging.getLogger("cdcbox.consumer")
 GiveUp = Callable[[ConnectionSource, Routed, BaseException, int], None]
+OnClosed = Callable[[ConnectionSource, str, datetime], object]
 
 
 class RetryStep:
@@ -31,12 +36,14 @@ class RetryStep:
         breaker: CircuitBreaker,
         stats: ConsumerStats,
         sleep: Callable[[float], None],
+        on_closed: OnClosed,
     ) -> None:
         self.transaction = transaction
         self.policy = policy
         self.breaker = breaker
         self.stats = stats
         self.sleep = sleep
+        self.on_closed = on_closed
 
     def run(self, connection: ConnectionSource, routed: Routed, give_up: GiveUp) -> Outcome:
         """Apply the record until it ends; `give_up` dead-letters it after the last try."""
@@ -46,20 +53,50 @@ class RetryStep:
             try:
                 outcome = self.transaction.apply(connection(), routed)
             except (SkipEvent, RefuseTransition) as signal:
-                return self.transaction.record_signal(connection(), routed, signal)
+                outcome = self.transaction.record_signal(connection(), routed, signal)
+                self._succeeded(connection, routed)
+                return outcome
             except Exception as e:
                 if not isinstance(e, RetryLater):
                     self._failed(routed, attempt, e)
-                if attempt >= self.policy.max_attempts and not self.breaker.open:
+                if attempt >= self.policy.max_attempts and not self._holds(connection, routed):
                     give_up(connection, routed, e, attempt)
                     return Outcome.DEAD_LETTERED
                 self.stats.retry(routed.consumer)
-                self.sleep(self.policy.delay(min(attempt, self.policy.max_attempts)))
+                self.sleep(self._delay(routed, attempt))
                 continue
-            if self.breaker.record_success():
-                self.stats.metrics.breaker_open.set(0)
-                log.warning("circuit closed: records flow again")
+            self._succeeded(connection, routed)
             return outcome
+
+    def _delay(self, routed: Routed, attempt: int) -> float:
+        if self.breaker.is_open(routed.consumer):  # an outage: probe at the longest backoff
+            return random.uniform(self.policy.max_delay_s / 2, self.policy.max_delay_s)
+        return self.policy.delay(min(attempt, self.policy.max_attempts))
+
+    def _holds(self, connection: ConnectionSource, routed: Routed) -> bool:
+        name = routed.consumer
+        if self.breaker.is_open(name):
+            return True
+        event = routed.event
+        if not self.breaker.holds(connection(), name, (event.aggregate_type, event.aggregate_id)):
+            return False
+        self.stats.metrics.breaker_open.labels(name).set(1)
+        log.error(
+            "circuit open for %s: failures across many aggregates look like an outage; "
+            "holding records back instead of dead-lettering",
+            name,
+        )
+        return True
+
+    def _succeeded(self, connection: ConnectionSource, routed: Routed) -> None:
+        name = routed.consumer
+        if not self.breaker.is_open(name):
+            return
+        tripped_at = self.breaker.record_success(connection(), name)
+        self.stats.metrics.breaker_open.labels(name).set(0)
+        log.warning("circuit closed for %s: records flow again", name)
+        if tripped_at is not None:
+            self.on_closed(connection, name, tripped_at)
 
     def _failed(self, routed: Routed, attempt: int, error: Exception) -> None:
         log.warning(
@@ -69,9 +106,3 @@ class RetryStep:
             self.policy.max_attempts,
             error,
         )
-        if self.breaker.record_failure(routed.event.aggregate_id):
-            self.stats.metrics.breaker_open.set(1)
-            log.error(
-                "circuit open: failures across many aggregates look like an outage; "
-                "holding records back instead of dead-lettering"
-            )

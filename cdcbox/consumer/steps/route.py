@@ -43,6 +43,12 @@ class Routed:
         replay_for = headers_of(self.record).get(wire.HEADER_REPLAY_FOR)
         return replay_for is not None and replay_for.decode(errors="replace") == self.consumer
 
+    @property
+    def replay_hops(self) -> int:
+        """How often this copy was already requeued behind a held event."""
+        hops = headers_of(self.record).get(wire.HEADER_REPLAY_HOPS) or b"0"
+        return int(hops) if hops.isdigit() else 0
+
 
 @dataclass(frozen=True)
 class Unroutable:
