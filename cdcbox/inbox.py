@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+
+Claim = Literal["new", "reclaimed"]
 
 
 class Inbox:
@@ -38,7 +40,7 @@ class Inbox:
             "VALUES (%s, %s, %s, %s, %s, %s, 'PROCESSED', now(), %s, %s, %s) "
             "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'PROCESSED', "
             "processed_at = now(), retry_count = i.retry_count + 1, error_message = NULL "
-            "WHERE i.status IN ('FAILED', 'RECEIVED') RETURNING 1"
+            "WHERE i.status IN ('FAILED', 'RECEIVED') RETURNING (xmax = 0)"
         ).format(inbox=inbox)
         self._skip = sql.SQL(
             "UPDATE {} SET status = 'SKIPPED', skip_reason = %s "
@@ -78,7 +80,8 @@ class Inbox:
             "event_type, aggregate_type, aggregate_id, aggregate_version, t, p, o) "
             "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'RECEIVED', "
             "retry_count = i.retry_count + 1, error_message = NULL "
-            "WHERE i.status IN ('FAILED', 'RECEIVED') RETURNING event_id, consumer_name"
+            "WHERE i.status IN ('FAILED', 'RECEIVED') "
+            "RETURNING event_id, consumer_name, (xmax = 0)"
         ).format(inbox=inbox)
         self._finish_many = sql.SQL(
             "UPDATE {} AS i SET status = u.status, skip_reason = u.reason, processed_at = now() "
@@ -87,19 +90,23 @@ class Inbox:
             "WHERE i.event_id = u.event_id AND i.consumer_name = u.consumer_name"
         ).format(inbox)
 
-    def claim(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> bool:
-        """Insert the inbox row as PROCESSED; False when this consumer already has it."""
-        return conn.execute(self._claim, _row(event, consumer)).fetchone() is not None
+    def claim(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> Claim | None:
+        """Insert the inbox row as PROCESSED; None when this consumer already has it,
+        "reclaimed" when it was FAILED (held back, now coming through)."""
+        row = conn.execute(self._claim, _row(event, consumer)).fetchone()
+        if row is None:
+            return None
+        return "new" if row[0] else "reclaimed"
 
     def claim_many(
         self, conn: psycopg.Connection[Any], claims: list[tuple[Event, str]]
-    ) -> set[tuple[uuid.UUID, str]]:
-        """Claim (event, consumer) pairs with one statement; returns those that are new."""
+    ) -> dict[tuple[uuid.UUID, str], Claim]:
+        """Claim (event, consumer) pairs with one statement; returns those claimed now."""
         if not claims:
-            return set()
+            return {}
         columns = list(zip(*[_row(e, c) for e, c in claims], strict=True))
         rows = conn.execute(self._claim_many, [list(col) for col in columns]).fetchall()
-        return {(row[0], row[1]) for row in rows}
+        return {(row[0], row[1]): "new" if row[2] else "reclaimed" for row in rows}
 
     def finish_many(
         self, conn: psycopg.Connection[Any], results: list[tuple[Event, str, str, str | None]]

@@ -157,6 +157,22 @@ def stack(session_stack: SessionStack) -> Endpoints:
     return session_stack.everything()
 
 
+@pytest.fixture(scope="session")
+def native_stack(session_stack: SessionStack, stack: Endpoints) -> StackConfig:
+    """The native stack's configuration, for fault tests that stop, pause or restart its
+    processes by pid: the one this session started, or the one CDCBOX_STACK_DIR names."""
+    if session_stack.started_native:
+        return session_stack.config
+    state_dir = os.environ.get("CDCBOX_STACK_DIR")
+    if not state_dir:
+        pytest.skip("fault tests need the native stack: set CDCBOX_STACK_DIR to its directory")
+    return StackConfig(
+        state_dir=Path(state_dir).resolve(),
+        cache_dir=session_stack.config.cache_dir,
+        infra_dir=resource_dir("infra"),
+    )
+
+
 def _compose_stack(request: pytest.FixtureRequest, config: StackConfig) -> Endpoints:
     """pytest-docker runs infra/docker-compose.yml; we wait until Connect lists Debezium."""
     compose = ComposeStack(config, StackSecrets(config.state_dir / "secrets"))

@@ -7,6 +7,8 @@ and an environment variable `CDCBOX_<FLAG>`; the defaults are the dataclasses' o
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -32,12 +34,16 @@ C, R, B = ConsumerConfig, RetryPolicy, BreakerPolicy
 
 
 def load_handler(target: str) -> Handler:
-    """Instantiate `package.module:ClassName`; the class must subclass Handler."""
+    """Instantiate `package.module:ClassName`; the class must subclass Handler. Modules
+    are found in the current directory too, as `python -m` would."""
     module_name, sep, class_name = target.partition(":")
     if not sep:
         raise ConfigError(
             f"{target!r}: expected module:Class, e.g. consumer.inventory:InventoryHandler"
         )
+    if os.getcwd() not in sys.path:
+        # A console script's sys.path starts at its own bin directory, not here.
+        sys.path.insert(0, os.getcwd())
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as e:

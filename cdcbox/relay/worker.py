@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from psycopg import sql
 
 from cdcbox.db import Reconnecting, connect
-from cdcbox.errors import KafkaRequestError, ServiceUnavailable
+from cdcbox.errors import CdcboxError, KafkaRequestError, ServiceUnavailable
 from cdcbox.http_metrics import serve
 from cdcbox.kafka_client import Producer
 from cdcbox.names import DbNames
@@ -121,7 +121,8 @@ class RelayWorker:
         try:
             while not self._stop.is_set():
                 if time.monotonic() - refreshed > 5.0:
-                    with contextlib.suppress(psycopg.Error):
+                    # Only metrics: an unreachable database is the claim's to report.
+                    with contextlib.suppress(psycopg.Error, ServiceUnavailable):
                         self.refresh_backlog()
                     refreshed = time.monotonic()
                 try:
@@ -159,9 +160,11 @@ class RelayWorker:
         try:
             sent, failures, held = self._publish(rows)
         except ServiceUnavailable as e:
-            # Kafka is down: the batch failed as a whole, and backs off like any failure.
+            # Kafka is down (or a flush timed out): the batch failed as a whole and backs
+            # off like any failure. The producer is dropped with what it still buffers, so
+            # no stale copy is sent after the rows' next attempt.
             sent, failures, held = [], {r.id: Failure(str(e)) for r in rows}, []
-            self._producer = None
+            self._drop_producer()
         except BaseException:
             self.store.release(conn, self.config.worker_id, [r.id for r in rows])
             raise
@@ -252,21 +255,38 @@ class RelayWorker:
         )
 
     def _wait_for_events(self) -> None:
-        """Block until a NOTIFY arrives or the poll interval passes (the fallback)."""
+        """Block until a NOTIFY arrives or the poll interval passes (the fallback). A
+        listening connection that broke (a database restart) is dropped and opened again
+        at the next wait; meanwhile the poll interval paces the loop."""
+        if self._listener is None and self.config.listen:
+            with contextlib.suppress(psycopg.Error, ServiceUnavailable):
+                self._listen()
         if self._listener is None:
             self._stop.wait(self.config.poll_interval_s)
             return
-        for _ in self._listener.notifies(timeout=self.config.poll_interval_s, stop_after=1):
-            break
-        # Drain the other notifications of the same burst without waiting.
-        for _ in self._listener.notifies(timeout=0):
-            pass
+        try:
+            for _ in self._listener.notifies(timeout=self.config.poll_interval_s, stop_after=1):
+                break
+            # Drain the other notifications of the same burst without waiting.
+            for _ in self._listener.notifies(timeout=0):
+                pass
+        except psycopg.Error as e:
+            log.warning("relay %s: lost the LISTEN connection (%s)", self.config.worker_id, e)
+            self._listener.close()
+            self._listener = None
+            self._stop.wait(self.config.poll_interval_s)
 
     def refresh_backlog(self) -> None:
         stats = outbox_stats(self.connection(), self.names)
         for status in ("PENDING", "PROCESSING", "SENT", "RETRY", "DEAD"):
             self.metrics.backlog.labels(status).set(stats.by_status.get(status, 0))
         self.metrics.oldest_pending_s.set(stats.oldest_pending_age_s or 0.0)
+
+    def _drop_producer(self) -> None:
+        if self._producer is not None:
+            with contextlib.suppress(CdcboxError):
+                self._producer.close(timeout=0)
+            self._producer = None
 
     def close(self) -> None:
         if self._producer is not None:

@@ -330,12 +330,16 @@ def test_bulk_claim_returns_only_new_pairs_and_finish_marks_them(
     events = [decode(record(unique("agg"), 1)) for _ in range(3)]
     with db.transaction():
         first = inbox.claim_many(db, [(e, consumer) for e in events[:2]])
-    assert first == {(e.event_id, consumer) for e in events[:2]}
+    assert first == {(e.event_id, consumer): "new" for e in events[:2]}
     with db.transaction():
         second = inbox.claim_many(db, [(e, consumer) for e in events])
         inbox.finish_many(db, [(events[2], consumer, "PROCESSED", None)])
     # Unfinished RECEIVED rows may be claimed again (batch mode defers failures that way).
-    assert second == {(e.event_id, consumer) for e in events}
+    assert second == {
+        (events[0].event_id, consumer): "reclaimed",
+        (events[1].event_id, consumer): "reclaimed",
+        (events[2].event_id, consumer): "new",
+    }
     rows = dict(
         db.execute(
             "SELECT event_id, status FROM inbox_event WHERE consumer_name = %s", (consumer,)
@@ -347,7 +351,7 @@ def test_bulk_claim_returns_only_new_pairs_and_finish_marks_them(
         events[2].event_id: "PROCESSED",
     }
     with db.transaction():
-        assert inbox.claim_many(db, [(events[2], consumer)]) == set()
+        assert inbox.claim_many(db, [(events[2], consumer)]) == {}
 
 
 def test_an_event_type_no_handler_takes_is_counted_unhandled_whatever_its_bytes(
@@ -453,6 +457,34 @@ def test_a_dead_lettered_event_parks_its_aggregate_for_every_member(
     with db.transaction():
         assert other.dead_letter.parking.release(db, handler.consumer_name, "order", a)
     assert outcome_of(other, db, record(a, 5)) == Outcome.PROCESSED
+
+
+@pytest.mark.parametrize("batch_mode", [False, True], ids=["per-record", "batch"])
+def test_a_held_event_applied_on_redelivery_releases_its_drained_park(
+    database: str, db: psycopg.Connection[Any], batch_mode: bool
+) -> None:
+    """A member parked the aggregate, then lost the partition; the new owner, whose cache
+    has not seen the park, gets the held event again from the committed offset and
+    applies it: its commit releases the park, which would otherwise hold every later
+    event of the aggregate for nothing."""
+    a = unique("a")
+    handler = FailsOn(unique("consumer"), {(a, 1)})
+    letters = RecordedLetters()
+    held = record(a, 1)
+    old_owner = parking_pipeline(database, handler, letters)
+    assert outcome_of(old_owner, db, held) == Outcome.DEAD_LETTERED
+    handler.failing.clear()
+    new_owner = parking_pipeline(database, handler, letters, batch_mode=batch_mode)
+    if batch_mode:
+        new_owner.process_batch(lambda: db, [held])
+    else:
+        assert outcome_of(new_owner, db, held) == Outcome.PROCESSED
+    assert handler.applied == [f"{a}:1"]
+    parked = db.execute(
+        "SELECT count(*) FROM consumer_parked_aggregate WHERE consumer_name = %s",
+        (handler.consumer_name,),
+    ).fetchone()
+    assert parked == (0,)
 
 
 def test_a_failing_record_in_a_batch_defers_only_its_aggregate(

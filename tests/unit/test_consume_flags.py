@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cdcbox.cli.common import Settings
-from cdcbox.cli.consume import consume, consumer_config
+from cdcbox.cli.consume import consume, consumer_config, load_handler
 from cdcbox.cli.main import cli
 from cdcbox.consumer import ConsumerConfig
 from cdcbox.resources import resource_dir
@@ -101,3 +102,21 @@ def test_every_field_is_a_flag_and_an_environment_variable(
     help_text = command.get_help(command.make_context("consume", ["m:H"]))
     for envvar, _, _ in cases.values():
         assert envvar in " ".join(help_text.split()), f"--help does not name {envvar}"
+
+
+def test_a_handler_module_in_the_current_directory_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = f"handlers_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(
+        "from cdcbox.consumer import Handler\n"
+        "class H(Handler):\n"
+        "    consumer_name = 'here'\n"
+        "    aggregate_types = ('order',)\n"
+        "    event_types = frozenset({'Created'})\n"
+        "    def handle(self, event, conn):\n"
+        "        pass\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert load_handler(f"{module}:H").consumer_name == "here"

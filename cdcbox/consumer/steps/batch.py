@@ -93,5 +93,6 @@ class BatchTransaction:
                 ],
             )
             for r, _ in result.applied:
-                self.transaction.release_if_replay_drained(conn, r)
+                claim = claimed.get((r.event.event_id, r.consumer))
+                self.transaction.release_if_drained(conn, r, claim)
         return result

@@ -20,6 +20,7 @@ from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.event import Event
+from cdcbox.inbox import Claim
 
 
 class RecordTransaction:
@@ -33,13 +34,14 @@ class RecordTransaction:
         event, name = routed.event, routed.consumer
         started = time.perf_counter()
         with conn.transaction():
-            if not self.stores.inbox.claim(conn, event, name):
-                self.release_if_replay_drained(conn, routed)
+            claim = self.stores.inbox.claim(conn, event, name)
+            if claim is None:
+                self.release_if_drained(conn, routed, claim)
                 return Outcome.DUPLICATE
             outcome = self.guard_and_handle(conn, routed)
             if outcome is Outcome.STALE:
                 self.stores.inbox.mark_skipped(conn, event, name, "stale version")
-            self.release_if_replay_drained(conn, routed)
+            self.release_if_drained(conn, routed, claim)
         if outcome is Outcome.PROCESSED:
             self.stats.handled(name, event.occurred_at, time.perf_counter() - started)
         return outcome
@@ -52,10 +54,13 @@ class RecordTransaction:
         routed.handler.handle(routed.event, conn)
         return Outcome.PROCESSED
 
-    def release_if_replay_drained(self, conn: psycopg.Connection[Any], routed: Routed) -> None:
-        """A replayed dead letter that ended here may be its aggregate's last held-back
-        event: then the same commit releases the park."""
-        if routed.replayed_for_me:
+    def release_if_drained(
+        self, conn: psycopg.Connection[Any], routed: Routed, claim: Claim | None
+    ) -> None:
+        """A held-back event that ended here (a replayed copy, or one whose FAILED row was
+        claimed again, e.g. redelivered after a rebalance) may be its aggregate's last:
+        then the same commit releases the park."""
+        if routed.replayed_for_me or claim == "reclaimed":
             self.stores.parking.release_if_drained(conn, routed.parked_key)
 
     def consume_unhandled(
@@ -75,14 +80,15 @@ class RecordTransaction:
         """The handler's writes were rolled back; record why, in a transaction of its own."""
         event, name = routed.event, routed.consumer
         with conn.transaction():
-            if not self.stores.inbox.claim(conn, event, name):
+            claim = self.stores.inbox.claim(conn, event, name)
+            if claim is None:
                 return Outcome.DUPLICATE
             self.guard.consume(conn, event, name)
             if isinstance(signal, RefuseTransition):
                 self.stores.reconciliation.record(conn, event, name, signal.reason)
                 self.stores.inbox.mark_skipped(conn, event, name, f"refused: {signal.reason}")
-                self.release_if_replay_drained(conn, routed)
+                self.release_if_drained(conn, routed, claim)
                 return Outcome.REFUSED
             self.stores.inbox.mark_skipped(conn, event, name, signal.reason)
-            self.release_if_replay_drained(conn, routed)
+            self.release_if_drained(conn, routed, claim)
         return Outcome.SKIPPED
