@@ -1,8 +1,11 @@
 """Versioned, idempotent migrations from schemas/sql, safe when two processes run at once.
 
 All pending files run in one transaction under a transaction-scoped advisory lock: a
-second runner waits, then finds nothing left to do. Files under `polling/` are applied
-only for the polling relay, because their indexes cost every producer transaction.
+second runner waits, then finds nothing left to do. Files under `cdc/` (the Debezium
+role with REPLICATION and the publication, which only a superuser or a replication role
+may create) are applied only for CDC, and files under `polling/` only for the polling
+relay, whose indexes cost every producer transaction: a managed database's ordinary
+role can migrate for the polling relay.
 """
 
 from __future__ import annotations
@@ -38,11 +41,28 @@ class Migration:
 def discover(mode: RelayMode, root: Path | None = None) -> list[Migration]:
     base = root or resource_dir("schemas") / "sql"
     found = [Migration(p.stem, p) for p in sorted(base.glob("*.sql"))]
-    if mode == "polling":
-        found += [
-            Migration(f"polling/{p.stem}", p) for p in sorted((base / "polling").glob("*.sql"))
-        ]
-    return found
+    return found + [Migration(f"{mode}/{p.stem}", p) for p in sorted((base / mode).glob("*.sql"))]
+
+
+def render_sql(mode: RelayMode, names: DbNames = DbNames()) -> str:
+    """Every migration for `mode` as one SQL script, for teams that apply DDL with their
+    own migration tool (the ledger rows included, so `migrate` later finds them done)."""
+    ledger = names.table("migrations")
+    parts = [
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (version text PRIMARY KEY, "
+            "applied_at timestamptz NOT NULL DEFAULT now());"
+        ).format(ledger)
+    ]
+    for migration in discover(mode):
+        parts.append(sql.SQL("-- {}").format(sql.SQL(migration.version)))
+        parts.append(migration.render(names))
+        parts.append(
+            sql.SQL("INSERT INTO {} (version) VALUES ({}) ON CONFLICT DO NOTHING;").format(
+                ledger, sql.Literal(migration.version)
+            )
+        )
+    return "\n".join(p.as_string(None) for p in parts) + "\n"
 
 
 def migrate(
@@ -80,7 +100,7 @@ def migrate(
                 sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(ledger), (migration.version,)
             )
             applied_now.append(migration.version)
-        if debezium_password is not None:
+        if debezium_password is not None and mode == "cdc":
             conn.execute(
                 sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                     sql.Identifier(names.debezium_role), sql.Literal(debezium_password)

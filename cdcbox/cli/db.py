@@ -8,7 +8,7 @@ import click
 
 from cdcbox.cli.common import handle_errors, settings
 from cdcbox.db import connect
-from cdcbox.migrate import migrate
+from cdcbox.migrate import migrate, render_sql
 from cdcbox.stack.secrets import read_password_properties
 
 
@@ -61,3 +61,13 @@ def migrate_command(
             slot=None if no_slot or relay == "polling" else slot,
         )
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
+
+
+@db.command("sql")
+@click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True)
+@click.pass_context
+@handle_errors
+def sql_command(ctx: click.Context, relay: str) -> None:
+    """Print the migrations as one SQL script, for your own migration tool (Alembic,
+    Flyway); it records the versions, so `db migrate` later finds them applied."""
+    click.echo(render_sql(relay, settings(ctx).names), nl=False)  # type: ignore[arg-type]

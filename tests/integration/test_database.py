@@ -60,7 +60,6 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str)
     assert applied[1] == [
         "0001_outbox",
         "0002_inbox",
-        "0003_debezium",
         "0004_parking",
         "0005_consumer_groups",
         "0006_inbox_purge_index",
