@@ -40,6 +40,16 @@ class Event:
     offset: int
 
     @property
+    def log_extra(self) -> dict[str, str]:
+        """The same as fields of the log record (`extra=`), for JSON logs."""
+        return {
+            "event_id": str(self.event_id),
+            "aggregate_type": self.aggregate_type,
+            "aggregate_id": self.aggregate_id,
+            "trace_id": self.trace_id or "",
+        }
+
+    @property
     def log_fields(self) -> str:
         """How log lines name the event: id, aggregate and trace id."""
         return (

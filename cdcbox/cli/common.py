@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import signal
 import sys
@@ -25,6 +24,7 @@ from cdcbox.connect import ConnectClient
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.log_format import LEVELS
 from cdcbox.names import DbNames
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -135,9 +135,24 @@ def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
-def configure_logging() -> None:
-    """Long-running commands log to stderr with timestamps; the library only names loggers."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+def logging_options(fn: Callable[P, R]) -> Callable[P, R]:
+    """`--log-level` and `--log-format` of the long-running commands."""
+    fn = click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        envvar="CDCBOX_LOG_FORMAT",
+        help="json: one object per line, with event_id, aggregate_id and trace_id fields.",
+    )(fn)
+    return click.option(
+        "--log-level",
+        type=click.Choice(LEVELS, case_sensitive=False),
+        default="INFO",
+        show_default=True,
+        envvar="CDCBOX_LOG_LEVEL",
+        help="DEBUG also shows kafka-python's own lines.",
+    )(fn)
 
 
 def stop_on_signals(stop: Callable[[], None]) -> None:

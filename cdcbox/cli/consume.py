@@ -18,8 +18,8 @@ import click
 from cdcbox.avro import Catalogue
 from cdcbox.cli.common import (
     Settings,
-    configure_logging,
     handle_errors,
+    logging_options,
     settings,
     stop_on_signals,
 )
@@ -29,6 +29,8 @@ from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
 from cdcbox.consumer.runner import dispatch_table
 from cdcbox.errors import ConfigError
+from cdcbox.log_format import LogFormat
+from cdcbox.log_format import configure as configure_log
 
 C, R, B = ConsumerConfig, RetryPolicy, BreakerPolicy
 
@@ -219,11 +221,19 @@ def _with_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.command("consume")
 @click.argument("handlers", nargs=-1, required=True)
 @_with_options
+@logging_options
 @click.pass_context
 @handle_errors
-def consume(ctx: click.Context, /, handlers: tuple[str, ...], **options: Any) -> None:
+def consume(
+    ctx: click.Context,
+    /,
+    handlers: tuple[str, ...],
+    log_level: str,
+    log_format: LogFormat,
+    **options: Any,
+) -> None:
     """Run HANDLERS (module:Class) in one consumer until SIGTERM or SIGINT."""
-    configure_logging()
+    configure_log(log_level.upper(), log_format)
     instances = [load_handler(h) for h in handlers]
     dispatch_table(instances)  # refuses a bad handler before anything else is read
     config = consumer_config(settings(ctx), instances[0].consumer_name, options)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from cdcbox.cli.common import configure_logging, handle_errors, settings, stop_on_signals
+from cdcbox.cli.common import handle_errors, logging_options, settings, stop_on_signals
+from cdcbox.log_format import LogFormat
+from cdcbox.log_format import configure as configure_log
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.relay.config import default_worker_id
 
@@ -61,6 +63,7 @@ def relay() -> None:
 )
 @click.option("--unordered", is_flag=True, help="Do not hold an aggregate's later events.")
 @click.option("--metrics-port", type=int, default=None, envvar="CDCBOX_METRICS_PORT")
+@logging_options
 @click.pass_context
 @handle_errors
 def run(
@@ -73,9 +76,11 @@ def run(
     listen: bool,
     unordered: bool,
     metrics_port: int | None,
+    log_level: str,
+    log_format: LogFormat,
 ) -> None:
     """Publish the outbox to Kafka until SIGTERM/SIGINT (the batch in flight finishes)."""
-    configure_logging()
+    configure_log(log_level.upper(), log_format)
     s = settings(ctx)
     worker = RelayWorker(
         RelayConfig(

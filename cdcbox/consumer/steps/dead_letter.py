@@ -174,4 +174,5 @@ class DeadLetterStep:
             event.log_fields if event else "?",
             type(error).__name__,
             error,
+            extra=event.log_extra if event else None,
         )

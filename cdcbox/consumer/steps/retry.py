@@ -105,4 +105,5 @@ class RetryStep:
             attempt,
             self.policy.max_attempts,
             error,
+            extra=routed.event.log_extra,
         )

@@ -1,0 +1,70 @@
+"""The long-running commands' logging: JSON lines with the event's fields, and
+kafka-python's own INFO lines kept off the console."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from cdcbox import log_format
+from cdcbox.cli.main import cli
+from cdcbox.event import Event
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root, kafka = logging.getLogger(), logging.getLogger("kafka")
+    handlers, level, kafka_level = root.handlers[:], root.level, kafka.level
+    yield
+    root.handlers[:], kafka.level = handlers, kafka_level
+    root.setLevel(level)
+
+
+def test_a_json_line_carries_the_events_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    event = Event(
+        event_id=uuid.uuid4(),
+        event_type="Created",
+        aggregate_type="order",
+        aggregate_id="o-1",
+        aggregate_version=1,
+        occurred_at=None,
+        trace_id="00-abc-def-01",
+        content_type="application/json",
+        payload={},
+        value=b"{}",
+        topic="outbox.event.order",
+        partition=0,
+        offset=7,
+    )
+    log_format.configure("INFO", "json")
+    logging.getLogger("cdcbox.consumer").warning("failed %s", "once", extra=event.log_extra)
+    line = json.loads(capsys.readouterr().err.strip())
+    assert line["message"] == "failed once"
+    assert line["level"] == "WARNING" and line["logger"] == "cdcbox.consumer"
+    assert line["event_id"] == str(event.event_id)
+    assert (line["aggregate_type"], line["aggregate_id"]) == ("order", "o-1")
+    assert line["trace_id"] == "00-abc-def-01"
+
+
+def test_kafka_python_info_is_off_unless_debug(capsys: pytest.CaptureFixture[str]) -> None:
+    log_format.configure("INFO", "text")
+    logging.getLogger("kafka.cluster").info("Updated metadata")
+    logging.getLogger("cdcbox.relay").info("relay started")
+    err = capsys.readouterr().err
+    assert "relay started" in err and "Updated metadata" not in err
+    log_format.configure("DEBUG", "text")
+    logging.getLogger("kafka.cluster").info("Updated metadata")
+    assert "Updated metadata" in capsys.readouterr().err
+
+
+def test_an_unknown_log_format_is_refused_by_name() -> None:
+    result = CliRunner().invoke(cli, ["relay", "run", "--log-format", "xml"])
+    assert result.exit_code == 2
+    assert "--log-format" in result.output
