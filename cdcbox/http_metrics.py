@@ -1,18 +1,27 @@
 """The HTTP endpoint of a long-running service (consumer or relay): `/metrics` for
-Prometheus and `/healthz`, on a daemon thread, so neither service imports the other."""
+Prometheus, `/healthz` (liveness: the loop runs) and `/readyz` (readiness, as the service
+defines it), on a daemon thread, so neither service imports the other."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+Readiness = Callable[[], str | None]  # None when ready, else why not
+
 
 def serve(
-    registry: CollectorRegistry, host: str, port: int, healthy: threading.Event
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    healthy: threading.Event,
+    readiness: Readiness | None = None,
 ) -> ThreadingHTTPServer:
-    """Serve /metrics and /healthz (200 while `healthy` is set) on a daemon thread."""
+    """Serve /metrics, /healthz (200 while `healthy` is set) and /readyz (200 while
+    healthy and `readiness` finds nothing missing, else 503 with the reason)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -25,6 +34,12 @@ def serve(
                     (200 if ok else 503),
                     "text/plain",
                 )
+            elif self.path == "/readyz":
+                missing = "stopping" if not healthy.is_set() else None
+                if missing is None and readiness is not None:
+                    missing = readiness()
+                body = f"{missing or 'ready'}\n".encode()
+                status, kind = (503 if missing else 200), "text/plain"
             else:
                 body, status, kind = b"not found\n", 404, "text/plain"
             self.send_response(status)

@@ -87,6 +87,7 @@ class Consumer:
         self._stores = Stores.for_schema(names)
         self._kafka: kafka_client.Consumer | None = None
         self._producer: Producer | None = None
+        self._breaker: CircuitBreaker | None = None
 
     @property
     def topics(self) -> list[str]:
@@ -126,6 +127,22 @@ class Consumer:
         consumer.subscribe(self.topics, on_assigned=self._on_assigned)
         return consumer, producer
 
+    def _not_ready(self) -> str | None:
+        """Readiness (/readyz): partitions assigned, the database answering, no record
+        held by an open breaker. Runs on the HTTP thread: its own short connection."""
+        if not self.assigned():
+            return "no partitions assigned"
+        if self._breaker is not None and any(
+            self._breaker.is_open(name) for name in self.consumer_names
+        ):
+            return "circuit breaker open: records held back"
+        try:
+            with psycopg.connect(self.config.dsn, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as e:
+            return f"database unreachable: {type(e).__name__}"
+        return None
+
     def _on_assigned(self, partitions: set[TopicPartition]) -> None:
         """A new assignment may bring aggregates another member parked a moment ago: the
         cache no longer counts until it is reloaded, which is tried here at once."""
@@ -159,13 +176,14 @@ class Consumer:
         )
         kafka, producer = self._open_kafka()
         self._kafka, self._producer = kafka, producer
+        self._breaker = CircuitBreaker(self.config.breaker, self._names)
         pipeline = RecordPipeline(
             self._dispatch,
             self._stores,
             DeadLetterPublisher(producer, self.config.dlq_suffix),
             self.config,
             self.stats,
-            CircuitBreaker(self.config.breaker, self._names),
+            self._breaker,
             sleep=GroupKeepAlive(kafka, self._stop).sleep,
             owned_partitions=lambda: {(tp.topic, tp.partition) for tp in kafka.assignment()},
         )
@@ -176,6 +194,7 @@ class Consumer:
                 self.config.metrics_host,
                 self.config.metrics_port,
                 self._healthy,
+                self._not_ready,
             )
         self._healthy.set()
         last_activity = refreshed = time.monotonic()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import urllib.error
+import urllib.request
 from typing import Any
 
 import psycopg
@@ -19,6 +22,20 @@ from tests.helpers import eventually, unique
 pytestmark = pytest.mark.e2e
 OUTBOX = Outbox()
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def readyz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.status, r.read().decode().strip()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode().strip()
 
 
 def dead_letters(stack: Endpoints, topic: str, expect: int) -> list[Any]:
@@ -181,11 +198,13 @@ def test_a_stop_during_a_held_retry_exits_and_leaves_the_record_for_the_next_run
     outage = {"on": True}
     handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
     hold_forever = {"breaker": BreakerPolicy(failing_aggregates=1), "retry": FAST_RETRY}
-    with run_consumer([handler], group=consumer, **hold_forever) as running:
+    port = free_port()
+    with run_consumer([handler], group=consumer, metrics_port=port, **hold_forever) as running:
         eventually(
             lambda: running.consumer.stats.retries > FAST_RETRY.max_attempts,
             what="the record held by the open breaker",
         )
+        assert readyz(port) == (503, "circuit breaker open: records held back")
     # run_consumer asserted the thread stopped (within 30 s) without an error.
     assert running.stats[Outcome.DEAD_LETTERED] == 0
     outage["on"] = False
@@ -194,12 +213,7 @@ def test_a_stop_during_a_held_retry_exits_and_leaves_the_record_for_the_next_run
 
 
 def test_metrics_endpoint_serves_counts_and_health(stack: Endpoints, run_consumer: Any) -> None:
-    import socket
-    import urllib.request
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     aggregate_type, consumer = unique("order"), unique("c")
     write(stack.dsn, [NewEvent(aggregate_type, "a", "Created", {"n": i}) for i in range(3)])
     handler = recording_handler(consumer, aggregate_type, {"Created"})
@@ -207,6 +221,8 @@ def test_metrics_endpoint_serves_counts_and_health(stack: Endpoints, run_consume
         eventually(lambda: running.stats[Outcome.PROCESSED] == 3, what="3 processed")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
             assert r.status == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            assert (r.status, r.read()) == (200, b"ready\n")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             text = r.read().decode()
     line = f'cdcbox_consumer_records_total{{consumer="{consumer}",outcome="processed"}} 3.0'
