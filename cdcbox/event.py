@@ -71,6 +71,11 @@ def headers_of(record: Any) -> dict[str, bytes | None]:
     return {name: value for name, value in (record.headers or [])}
 
 
+def header(record: Any, name: str) -> bytes | None:
+    """One header's value (the first), without building the whole mapping."""
+    return next((v for k, v in (record.headers or []) if k == name), None)
+
+
 def _text(headers: dict[str, bytes | None], name: str, required: bool) -> str | None:
     raw = headers.get(name)
     if raw is None:

@@ -7,6 +7,12 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
+import psycopg
+from psycopg import sql
+
+from cdcbox.migrate import RelayMode, migrate
+from cdcbox.names import DbNames
+
 T = TypeVar("T")
 
 
@@ -27,3 +33,14 @@ def eventually(
 def unique(prefix: str) -> str:
     """A name no other test (or earlier run against the same stack) uses."""
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def migrated_schema(
+    dsn: str, names: DbNames, mode: RelayMode = "polling", slot: str | None = None
+) -> DbNames:
+    """Create `names.schema` and migrate cdcbox's tables into it; returns `names`."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+    with psycopg.connect(dsn) as conn:
+        migrate(conn, names=names, mode=mode, slot=slot)
+    return names

@@ -42,11 +42,10 @@ class CircuitBreaker:
         self.policy = policy
         self._open: set[str] = set()  # consumer names this process holds records for
         breakers, failures = names.table("breakers"), names.table("breaker_failures")
-        self._lock = sql.SQL(
-            "INSERT INTO {} (consumer_name) VALUES (%s) ON CONFLICT DO NOTHING"
-        ).format(breakers)
-        self._state = sql.SQL(
-            "SELECT is_open, closed_at FROM {} WHERE consumer_name = %s FOR UPDATE"
+        # Creates the row on first use and locks it either way: deciders queue here.
+        self._lock_state = sql.SQL(
+            "INSERT INTO {} AS b (consumer_name) VALUES (%s) ON CONFLICT (consumer_name) "
+            "DO UPDATE SET consumer_name = b.consumer_name RETURNING is_open, closed_at"
         ).format(breakers)
         self._failing = sql.SQL(
             "SELECT count(*) FROM {} WHERE consumer_name = %s "
@@ -81,8 +80,7 @@ class CircuitBreaker:
         if not self.policy.enabled:
             return False
         with conn.transaction():
-            conn.execute(self._lock, (consumer,))
-            row = conn.execute(self._state, (consumer,)).fetchone()
+            row = conn.execute(self._lock_state, (consumer,)).fetchone()
             assert row is not None
             is_open, closed_at = row
             if not is_open:

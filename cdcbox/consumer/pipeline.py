@@ -34,7 +34,7 @@ from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.dlq import DeadLetterPublisher
-from cdcbox.event import headers_of
+from cdcbox.event import header
 
 
 class RecordPipeline:
@@ -83,7 +83,7 @@ class RecordPipeline:
         """A poll batch in one transaction; what it could not apply goes record by record.
         A batch holding replayed copies goes record by record: whether a copy may pass its
         aggregate's park depends on the records before it having been applied."""
-        if any(wire.HEADER_REPLAY_FOR in headers_of(record) for record in records):
+        if any(header(record, wire.HEADER_REPLAY_FOR) is not None for record in records):
             for record in records:
                 self.process(connection, record)
             return

@@ -15,7 +15,6 @@ from psycopg import sql
 from cdcbox import wire
 from cdcbox.avro import MAGIC, Catalogue
 from cdcbox.consumer import Outcome
-from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -24,7 +23,7 @@ from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
 from tests.e2e.test_consumer_failures import dead_letters
 from tests.e2e.topics import read_topic
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, migrated_schema, unique
 
 pytestmark = pytest.mark.e2e
 SHIPPED = resource_dir("schemas") / "avro"
@@ -77,11 +76,7 @@ def test_avro_through_debezium_is_read_with_a_newer_schema(
 def test_avro_through_the_polling_relay_is_byte_identical_and_decoded(
     stack: Endpoints, run_consumer: Any, v1_producer_catalogue: Catalogue
 ) -> None:
-    names = DbNames(schema=unique("avro"))
-    with psycopg.connect(stack.dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
-    with psycopg.connect(stack.dsn) as conn:
-        migrate(conn, names=names, mode="polling")
+    names = migrated_schema(stack.dsn, DbNames(schema=unique("avro")))
     aggregate_type, consumer = unique("order"), unique("c")
     with psycopg.connect(stack.dsn) as conn, conn.transaction():
         Outbox(names, schemas=v1_producer_catalogue).append(

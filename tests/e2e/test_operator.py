@@ -17,7 +17,6 @@ from cdcbox.cli.main import cli
 from cdcbox.connect import ConnectClient
 from cdcbox.consumer import Outcome, RetryPolicy
 from cdcbox.kafka_client import KafkaSettings
-from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -25,7 +24,7 @@ from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.topics import ensure_topics
 from tests.e2e.conftest import count_effects, effects, recording_handler
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, migrated_schema, unique
 
 pytestmark = pytest.mark.e2e
 OUTBOX = Outbox()
@@ -351,11 +350,7 @@ def test_diff_restart_and_offsets_reset(spec_file: Any, connect_client: ConnectC
 
 
 def test_outbox_dead_rows_listed_and_retried(stack: Endpoints) -> None:
-    names = DbNames(schema=unique("dead"))
-    with psycopg.connect(stack.dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
-    with psycopg.connect(stack.dsn) as conn:
-        migrate(conn, names=names, mode="polling")
+    names = migrated_schema(stack.dsn, DbNames(schema=unique("dead")))
     with psycopg.connect(stack.dsn) as conn, conn.transaction():
         Outbox(names).append(conn, NewEvent(unique("order"), "big", "Changed", b"x" * 2_000_000))
     relay = RelayWorker(

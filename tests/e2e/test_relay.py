@@ -17,13 +17,12 @@ import pytest
 from psycopg import sql
 
 from cdcbox import wire
-from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.topics import read_topic
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, migrated_schema, unique
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,12 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def names(stack: Endpoints) -> DbNames:
-    names = DbNames(schema=unique("relay"))
-    with psycopg.connect(stack.dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
-    with psycopg.connect(stack.dsn) as conn:
-        migrate(conn, names=names, mode="polling")
-    return names
+    return migrated_schema(stack.dsn, DbNames(schema=unique("relay")))
 
 
 def worker(stack: Endpoints, names: DbNames, **options: Any) -> RelayWorker:

@@ -16,7 +16,6 @@ import pytest
 from psycopg import sql
 
 from cdcbox import wire
-from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -27,19 +26,14 @@ from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
 from tests.e2e.topics import read_topic
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, migrated_schema, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 
 @pytest.fixture
 def names(stack: Endpoints) -> DbNames:
-    names = DbNames(schema=unique("outage"))
-    with psycopg.connect(stack.dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
-    with psycopg.connect(stack.dsn) as conn:
-        migrate(conn, names=names, mode="polling")
-    return names
+    return migrated_schema(stack.dsn, DbNames(schema=unique("outage")))
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 
@@ -392,6 +392,15 @@ class FailsOn(Counter):
         self.applied.append(f"{event.aggregate_id}:{event.aggregate_version}")
 
 
+def parked_aggregates(db: psycopg.Connection[Any], consumer: str) -> list[str]:
+    rows = db.execute(
+        "SELECT aggregate_id FROM consumer_parked_aggregate WHERE consumer_name = %s "
+        "ORDER BY aggregate_id",
+        (consumer,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
 def parking_pipeline(
     database: str, handler: Counter, letters: RecordedLetters, **options: Any
 ) -> RecordPipeline:
@@ -437,11 +446,7 @@ def test_a_dead_lettered_event_parks_its_aggregate_for_every_member(
     assert len(per_record) >= 3
     for line in per_record:
         assert f"(aggregate order/{a}, trace -)" in line, line
-    parked = db.execute(
-        "SELECT aggregate_id FROM consumer_parked_aggregate WHERE consumer_name = %s",
-        (handler.consumer_name,),
-    ).fetchall()
-    assert parked == [(a,)]
+    assert parked_aggregates(db, handler.consumer_name) == [a]
     # Both the failed event and its follower are FAILED in the inbox: a replay applies them.
     failed = db.execute(
         "SELECT count(*) FROM inbox_event WHERE consumer_name = %s AND status = 'FAILED'",
@@ -479,11 +484,7 @@ def test_a_held_event_applied_on_redelivery_releases_its_drained_park(
     else:
         assert outcome_of(new_owner, db, held) == Outcome.PROCESSED
     assert handler.applied == [f"{a}:1"]
-    parked = db.execute(
-        "SELECT count(*) FROM consumer_parked_aggregate WHERE consumer_name = %s",
-        (handler.consumer_name,),
-    ).fetchone()
-    assert parked == (0,)
+    assert parked_aggregates(db, handler.consumer_name) == []
 
 
 def test_a_failing_record_in_a_batch_defers_only_its_aggregate(
@@ -527,11 +528,8 @@ def test_an_aggregate_type_cannot_write_into_a_dead_letter_topic(
 def test_outbox_purge_follows_the_relay_mode_the_database_was_migrated_for(
     database: str,
 ) -> None:
-    names = DbNames(schema=unique("purge"))
+    names = migrated_schema(database, DbNames(schema=unique("purge")))
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
-        with conn.transaction():
-            migrate(conn, names=names, mode="polling")
         outbox = Outbox(names)
         with conn.transaction():
             outbox.append_many(conn, [NewEvent("order", f"a{i}", "T", {}) for i in range(3)])
@@ -575,11 +573,7 @@ def test_an_undecodable_event_parks_its_aggregate_like_a_handler_failure(
         Outcome.PROCESSED,
     ]
     assert letters.sent == [(a, "1"), (a, "2"), (b, "1")]
-    parked = db.execute(
-        "SELECT aggregate_id FROM consumer_parked_aggregate WHERE consumer_name = %s",
-        (handler.consumer_name,),
-    ).fetchall()
-    assert parked == [(a,)]
+    assert parked_aggregates(db, handler.consumer_name) == [a]
     failed = db.execute(
         "SELECT error_message FROM inbox_event WHERE consumer_name = %s AND status = 'FAILED' "
         "ORDER BY received_at",

@@ -10,10 +10,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.relay.store import RelayStore
-from tests.helpers import unique
+from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 BACKLOG = 1_000_000
@@ -23,11 +22,10 @@ BACKLOG = 1_000_000
 def backlog(database: str) -> Iterator[DbNames]:
     """A polling outbox of its own with a million rows: 90 % SENT history over 1,000
     aggregates, the rest PENDING, a few RETRY and PROCESSING."""
-    names = DbNames(schema=unique("claim"), publication=unique("claim_pub"))
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+    names = migrated_schema(
+        database, DbNames(schema=unique("claim"), publication=unique("claim_pub"))
+    )
     with psycopg.connect(database) as conn:
-        migrate(conn, names=names, mode="polling")
         conn.execute(
             sql.SQL(
                 "INSERT INTO {} (event_id, aggregate_type, aggregate_id, event_type, payload, "

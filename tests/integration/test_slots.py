@@ -14,7 +14,7 @@ from cdcbox.errors import UsageError
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
-from tests.helpers import unique
+from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +24,7 @@ def slotted(database: str) -> Iterator[tuple[DbNames, str]]:
     """A schema of its own, with its own publication, migrated with slot `<schema>`."""
     schema = unique("slot")
     names = DbNames(schema=schema, publication=f"{schema}_pub")
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    with psycopg.connect(database) as conn:
-        migrate(conn, names=names, slot=schema)
+    migrated_schema(database, names, mode="cdc", slot=schema)
     yield names, schema
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute(

@@ -17,7 +17,7 @@ from cdcbox.consumer.config import Unhandled
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
-from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, headers_of
+from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, header
 from cdcbox.parking import ParkedKey
 
 
@@ -28,6 +28,24 @@ class Routed:
     record: Any
     event: Event
     handler: Handler
+    # Set on a dead letter `cdc-ctl dlq replay` (or a requeue) republished: the consumer
+    # it is for, and how often it was requeued behind a held event.
+    replay_for: str | None = None
+    replay_hops: int = 0
+
+    @classmethod
+    def of(cls, record: Any, event: Event, handler: Handler) -> Routed:
+        replay_for = header(record, wire.HEADER_REPLAY_FOR)
+        if replay_for is None:
+            return cls(record, event, handler)
+        hops = header(record, wire.HEADER_REPLAY_HOPS) or b"0"
+        return cls(
+            record,
+            event,
+            handler,
+            replay_for.decode(errors="replace"),
+            int(hops) if hops.isdigit() else 0,
+        )
 
     @property
     def consumer(self) -> str:
@@ -39,15 +57,8 @@ class Routed:
 
     @property
     def replayed_for_me(self) -> bool:
-        """A dead letter `cdc-ctl dlq replay` republished for this record's consumer."""
-        replay_for = headers_of(self.record).get(wire.HEADER_REPLAY_FOR)
-        return replay_for is not None and replay_for.decode(errors="replace") == self.consumer
-
-    @property
-    def replay_hops(self) -> int:
-        """How often this copy was already requeued behind a held event."""
-        hops = headers_of(self.record).get(wire.HEADER_REPLAY_HOPS) or b"0"
-        return int(hops) if hops.isdigit() else 0
+        """A dead letter replayed (or requeued) for this record's consumer."""
+        return self.replay_for == self.consumer
 
 
 @dataclass(frozen=True)
@@ -97,12 +108,12 @@ class Router:
         try:
             event = decode(record, self._decode_payload)
         except UndecodablePayload as e:
-            return Undecodable(Routed(record, e.event, self.handlers[e.event.event_type]), e)
+            return Undecodable(Routed.of(record, e.event, self.handlers[e.event.event_type]), e)
         except PoisonRecord as e:
             return Unroutable(record, None, Outcome.DEAD_LETTERED, e)
         handler = self.handlers.get(event.event_type)
         if handler is not None:
-            return Routed(record, event, handler)
+            return Routed.of(record, event, handler)
         if self.unhandled == "dead-letter":
             error = PoisonRecord(f"no handler takes event type {event.event_type!r}")
             return Unroutable(record, event, Outcome.DEAD_LETTERED, error)
