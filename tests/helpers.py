@@ -44,3 +44,25 @@ def migrated_schema(
     with psycopg.connect(dsn) as conn:
         migrate(conn, names=names, mode=mode, slot=slot)
     return names
+
+
+def drop_slot_once_released(dsn: str, slot: str, timeout: float = 60.0) -> None:
+    """Drop replication slot `slot` (if it exists) once no walsender holds it.
+
+    A connector's task can still be starting while the connector is deleted, so the slot
+    may show inactive and be taken again a moment later; the drop is retried until it
+    succeeds rather than trusting one `active = false` reading."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        def dropped() -> bool:
+            try:
+                conn.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    "WHERE slot_name = %s",
+                    (slot,),
+                )
+            except psycopg.errors.ObjectInUse:
+                return False
+            return True
+
+        eventually(dropped, timeout=timeout, interval=0.2, what=f"slot {slot} dropped")

@@ -18,7 +18,7 @@ from cdcbox.connect import ConnectClient
 from cdcbox.consumer import Consumer, ConsumerConfig, ConsumerStats, Event, Handler
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
-from tests.helpers import eventually, unique
+from tests.helpers import drop_slot_once_released, unique
 
 EFFECTS_DDL = """
 CREATE TABLE IF NOT EXISTS e2e_effect (
@@ -182,17 +182,4 @@ def spec_file(tmp_path: Path, stack: Endpoints, connect_client: ConnectClient) -
     for name, slot in created:
         if connect_client.config(name) is not None:
             connect_client.delete(name)
-        with psycopg.connect(stack.dsn, autocommit=True) as conn:
-
-            def slot_released(slot: str = slot) -> bool:
-                row = conn.execute(
-                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-                ).fetchone()
-                return row is None or not row[0]
-
-            eventually(slot_released, timeout=60, what=f"slot {slot} released")
-            conn.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE slot_name = %s",
-                (slot,),
-            )
+        drop_slot_once_released(stack.dsn, slot)

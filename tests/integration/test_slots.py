@@ -14,7 +14,7 @@ from cdcbox.errors import UsageError
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
-from tests.helpers import migrated_schema, unique
+from tests.helpers import drop_slot_once_released, migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 
@@ -26,12 +26,8 @@ def slotted(database: str) -> Iterator[tuple[DbNames, str]]:
     names = DbNames(schema=schema, publication=f"{schema}_pub")
     migrated_schema(database, names, mode="cdc", slot=schema)
     yield names, schema
+    drop_slot_once_released(database, schema)
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE slot_name = %s",
-            (schema,),
-        )
         publication = sql.Identifier(names.publication)
         conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(publication))
 
