@@ -5,29 +5,21 @@ failed check, not a crash."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
+from cdcbox.check import Check
 from cdcbox.connect import ConnectClient
 from cdcbox.connectors import ConnectorSpec
 from cdcbox.errors import CdcboxError
 from cdcbox.kafka_client import Admin, KafkaSettings
+from cdcbox.limit_checks import connector_limit_check, table_limit_check, topic_limit_checks
+from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.slots import slot_status
 from cdcbox.stack.connect_worker import DEBEZIUM_POSTGRES_CLASS
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -39,6 +31,7 @@ class DoctorInputs:
     names: DbNames
     expected_debezium: str
     max_retained_bytes: int
+    limits: EventLimits = EventLimits()
 
 
 def _column_types(conn: psycopg.Connection[Any], names: DbNames) -> dict[str, str]:
@@ -209,7 +202,7 @@ def kafka_checks(kafka: KafkaSettings, topics: list[str]) -> list[Check]:
 
 
 def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
-    checks: list[Check] = []
+    checks: list[Check] = [connector_limit_check(inputs.spec, inputs.limits)]
 
     def guarded(name: str, fn: Callable[[], list[Check]], fix: str) -> None:
         try:
@@ -224,6 +217,11 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
             lambda: database_checks(conn, inputs.spec, inputs.names, inputs.max_retained_bytes),
             "check --dsn / CDCBOX_DSN",
         )
+        guarded(
+            "outbox payload limit",
+            lambda: [table_limit_check(conn, inputs.names, inputs.limits)],
+            "check --dsn / CDCBOX_DSN",
+        )
     if inputs.connect is not None:
         client = inputs.connect
         guarded(
@@ -235,7 +233,10 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
         bootstrap = inputs.bootstrap_servers
         guarded(
             "kafka",
-            lambda: kafka_checks(KafkaSettings(bootstrap), topics),
+            lambda: (
+                kafka_checks(KafkaSettings(bootstrap), topics)
+                + topic_limit_checks(KafkaSettings(bootstrap), topics, inputs.limits)
+            ),
             "check --bootstrap-servers / CDCBOX_BOOTSTRAP_SERVERS",
         )
     return checks

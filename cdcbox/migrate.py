@@ -6,10 +6,14 @@ role with REPLICATION and the publication, which only a superuser or a replicati
 may create) are applied only for CDC, and files under `polling/` only for the polling
 relay, whose indexes cost every producer transaction: a managed database's ordinary
 role can migrate for the polling relay.
+
+The outbox's payload size CHECK is not a file: it follows the `EventLimits` setting, and
+`migrate` replaces it whenever the setting changed (NOT VALID, so no table scan).
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.errors import SchemaError, UsageError
+from cdcbox.limits import PAYLOAD_CONSTRAINT, EventLimits
 from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 from cdcbox.slots import ensure_slot
@@ -44,11 +49,36 @@ def discover(mode: RelayMode, root: Path | None = None) -> list[Migration]:
     return found + [Migration(f"{mode}/{p.stem}", p) for p in sorted((base / mode).glob("*.sql"))]
 
 
-def render_sql(mode: RelayMode, names: DbNames = DbNames()) -> str:
+def payload_limit_sql(names: DbNames, limits: EventLimits) -> sql.Composed:
+    """Replace the outbox's payload size CHECK with one for `limits` (one statement)."""
+    return sql.SQL(
+        "ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}, "
+        "ADD CONSTRAINT {name} CHECK (octet_length(payload) <= {limit}) NOT VALID"
+    ).format(
+        table=names.table("outbox"),
+        name=sql.Identifier(PAYLOAD_CONSTRAINT),
+        limit=sql.Literal(limits.max_payload_bytes),
+    )
+
+
+def recorded_payload_limit(conn: psycopg.Connection[Any], names: DbNames) -> int | None:
+    """The payload size the outbox table's CHECK allows; None without that CHECK."""
+    row = conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = to_regclass(%s) AND conname = %s",
+        (f"{names.schema}.{names.outbox}", PAYLOAD_CONSTRAINT),
+    ).fetchone()
+    found = re.search(r"<= (\d+)", row[0]) if row else None
+    return int(found.group(1)) if found else None
+
+
+def render_sql(
+    mode: RelayMode, names: DbNames = DbNames(), limits: EventLimits = EventLimits()
+) -> str:
     """Every migration for `mode` as one SQL script, for teams that apply DDL with their
     own migration tool (the ledger rows included, so `migrate` later finds them done)."""
     ledger = names.table("migrations")
-    parts = [
+    parts: list[sql.Composable] = [
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (version text PRIMARY KEY, "
             "applied_at timestamptz NOT NULL DEFAULT now());"
@@ -62,6 +92,8 @@ def render_sql(mode: RelayMode, names: DbNames = DbNames()) -> str:
                 ledger, sql.Literal(migration.version)
             )
         )
+    parts.append(sql.SQL("-- the payload size limit (cdcbox.limits)"))
+    parts.append(payload_limit_sql(names, limits) + sql.SQL(";"))
     return "\n".join(p.as_string(None) for p in parts) + "\n"
 
 
@@ -71,8 +103,10 @@ def migrate(
     mode: RelayMode = "cdc",
     debezium_password: str | None = None,
     slot: str | None = None,
+    limits: EventLimits = EventLimits(),
 ) -> list[str]:
     """Apply what is pending; return the versions applied now (empty when up to date).
+    The payload size CHECK is brought in line with `limits` in the same transaction.
 
     With `slot` (CDC only), the connector's replication slot is created right after the
     migrations commit, if it does not exist: from then on every outbox row is retained
@@ -100,6 +134,8 @@ def migrate(
                 sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(ledger), (migration.version,)
             )
             applied_now.append(migration.version)
+        if recorded_payload_limit(conn, names) != limits.max_payload_bytes:
+            conn.execute(payload_limit_sql(names, limits))
         if debezium_password is not None and mode == "cdc":
             conn.execute(
                 sql.SQL("ALTER ROLE {} PASSWORD {}").format(

@@ -9,7 +9,6 @@ before the first byte is written.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,10 +21,10 @@ from psycopg.pq import TransactionStatus
 from cdcbox.avro import Catalogue
 from cdcbox.errors import SchemaError, UsageError
 from cdcbox.ids import uuid7
+from cdcbox.limits import AGGREGATE_TYPE, FIELD_MAX_BYTES, EventLimits
 from cdcbox.names import DbNames
 from cdcbox.wire import CONTENT_TYPE_JSON, DLQ_SUFFIX
 
-_AGGREGATE_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,200}")  # it becomes part of a topic name
 # The columns a producer writes; the polling relay reads the same ones back.
 EVENT_COLUMNS = (
     "event_id",
@@ -66,17 +65,23 @@ def encode_json(payload: Any, what: str) -> bytes:
         raise SchemaError(f"{what}: payload is not JSON-serialisable: {e}") from e
 
 
-def _row(event: NewEvent, schemas: Catalogue | None = None) -> tuple[Any, ...]:
+def _row(
+    event: NewEvent, schemas: Catalogue | None = None, limits: EventLimits = EventLimits()
+) -> tuple[Any, ...]:
     what = f"event {event.event_type!r} of {event.aggregate_type}/{event.aggregate_id}"
     for field_name in ("aggregate_type", "aggregate_id", "event_type"):
         value = getattr(event, field_name)
         if not isinstance(value, str) or not value:
             raise SchemaError(f"{what}: {field_name} is required (a non-empty string)")
-    if not _AGGREGATE_TYPE.fullmatch(event.aggregate_type):
+    if not AGGREGATE_TYPE.fullmatch(event.aggregate_type):
         raise SchemaError(
             f"{what}: aggregate_type may hold only letters, digits, '.', '_', "
-            "'-' (it names the topic)"
+            "'-', at most 200 (it names the topic)"
         )
+    for field_name, limit in FIELD_MAX_BYTES.items():
+        value = getattr(event, field_name) or ""
+        if len(value.encode()) > limit:
+            raise SchemaError(f"{what}: {field_name} is over its limit of {limit} bytes")
     if event.aggregate_type.endswith(DLQ_SUFFIX):
         raise SchemaError(
             f"{what}: aggregate types ending in {DLQ_SUFFIX!r} are reserved for dead-letter topics"
@@ -97,6 +102,11 @@ def _row(event: NewEvent, schemas: Catalogue | None = None) -> tuple[Any, ...]:
         payload = encode_json(event.payload, what)
     else:
         raise SchemaError(f"{what}: content type {event.content_type!r} needs bytes")
+    if len(payload) > limits.max_payload_bytes:
+        raise SchemaError(
+            f"{what}: payload is {len(payload)} bytes, over the outbox limit of "
+            f"{limits.max_payload_bytes} (CDCBOX_MAX_PAYLOAD_BYTES)"
+        )
     return (
         event.event_id or uuid7(),
         event.aggregate_type,
@@ -112,10 +122,17 @@ def _row(event: NewEvent, schemas: Catalogue | None = None) -> tuple[Any, ...]:
 class Outbox:
     """Appends events to one outbox table; construct once, share freely (holds no connection)."""
 
-    def __init__(self, names: DbNames = DbNames(), schemas: Catalogue | None = None) -> None:
-        """`schemas`: event types it declares are validated, and Avro ones encoded."""
+    def __init__(
+        self,
+        names: DbNames = DbNames(),
+        schemas: Catalogue | None = None,
+        limits: EventLimits = EventLimits(),
+    ) -> None:
+        """`schemas`: event types it declares are validated, and Avro ones encoded.
+        `limits`: the payload size the table's CHECK allows (see cdcbox.limits)."""
         self.names = names
         self.schemas = schemas
+        self.limits = limits
         # created_at (the router's record timestamp) and occurred_at (the ISO-8601 header)
         # come from one clock reading, so both relays report the same instant.
         template = sql.SQL(
@@ -143,7 +160,7 @@ class Outbox:
 
     def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
         """Append one event in the open transaction of `conn`; returns its event id."""
-        row = _row(event, self.schemas)
+        row = _row(event, self.schemas, self.limits)
         _require_transaction(conn)
         conn.execute(self._insert_one, row)
         return row[0]  # type: ignore[no-any-return]
@@ -152,7 +169,7 @@ class Outbox:
         self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]
     ) -> list[uuid.UUID]:
         """Append many events with one statement (one round trip, whatever the count)."""
-        rows = [_row(e, self.schemas) for e in events]
+        rows = [_row(e, self.schemas, self.limits) for e in events]
         if not rows:
             return []
         _require_transaction(conn)

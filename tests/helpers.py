@@ -10,6 +10,7 @@ from typing import TypeVar
 import psycopg
 from psycopg import sql
 
+from cdcbox.limits import EventLimits
 from cdcbox.migrate import RelayMode, migrate
 from cdcbox.names import DbNames
 
@@ -36,13 +37,17 @@ def unique(prefix: str) -> str:
 
 
 def migrated_schema(
-    dsn: str, names: DbNames, mode: RelayMode = "polling", slot: str | None = None
+    dsn: str,
+    names: DbNames,
+    mode: RelayMode = "polling",
+    slot: str | None = None,
+    limits: EventLimits = EventLimits(),
 ) -> DbNames:
     """Create `names.schema` and migrate cdcbox's tables into it; returns `names`."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
     with psycopg.connect(dsn) as conn:
-        migrate(conn, names=names, mode=mode, slot=slot)
+        migrate(conn, names=names, mode=mode, slot=slot, limits=limits)
     return names
 
 

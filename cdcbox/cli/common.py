@@ -24,6 +24,7 @@ from cdcbox.connect import ConnectClient
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.limits import EventLimits
 from cdcbox.log_format import LEVELS
 from cdcbox.names import DbNames
 
@@ -42,6 +43,7 @@ class Settings:
     connect_url: str | None
     connect_auth: tuple[str, str] | None
     schema: str = "public"
+    limits: EventLimits = EventLimits()
 
     @property
     def names(self) -> DbNames:

@@ -59,6 +59,7 @@ def migrate_command(
             mode=relay,  # type: ignore[arg-type]
             debezium_password=password,
             slot=None if no_slot or relay == "polling" else slot,
+            limits=s.limits,
         )
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
 
@@ -70,4 +71,5 @@ def migrate_command(
 def sql_command(ctx: click.Context, relay: str) -> None:
     """Print the migrations as one SQL script, for your own migration tool (Alembic,
     Flyway); it records the versions, so `db migrate` later finds them applied."""
-    click.echo(render_sql(relay, settings(ctx).names), nl=False)  # type: ignore[arg-type]
+    s = settings(ctx)
+    click.echo(render_sql(relay, s.names, s.limits), nl=False)  # type: ignore[arg-type]

@@ -44,6 +44,7 @@ def doctor(
                     resource_dir("infra") / "versions.env"
                 ).debezium,
                 max_retained_bytes=max_retained_bytes,
+                limits=s.limits,
             ),
             list(topics),
         )

@@ -19,6 +19,7 @@ from cdcbox.cli.relay import relay
 from cdcbox.cli.schemas import schemas
 from cdcbox.cli.slot import slot
 from cdcbox.cli.stack import stack
+from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 
 
 @click.group(context_settings={"show_default": True})
@@ -38,6 +39,14 @@ from cdcbox.cli.stack import stack
     envvar="CDCBOX_SCHEMA",
     help="PostgreSQL schema of cdcbox's tables (outbox, inbox, versions, parked).",
 )
+@click.option(
+    "--max-payload-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_PAYLOAD_BYTES,
+    envvar="CDCBOX_MAX_PAYLOAD_BYTES",
+    help="Largest outbox payload: the table's CHECK (db migrate), the relay's producer "
+    "and doctor's checks of Kafka's limits all follow it.",
+)
 @click.version_option(package_name="cdcbox")
 @click.pass_context
 def cli(
@@ -48,6 +57,7 @@ def cli(
     connect_user: str | None,
     connect_password: str | None,
     schema: str,
+    max_payload_bytes: int,
 ) -> None:
     """Operate the cdcbox outbox/inbox pipeline."""
     auth = (connect_user, connect_password or "") if connect_user else None
@@ -57,6 +67,7 @@ def cli(
         connect_url=connect_url,
         connect_auth=auth,
         schema=schema,
+        limits=EventLimits(max_payload_bytes),
     )
 
 

@@ -94,6 +94,7 @@ def run(
             ordered=not unordered,
             listen=listen,
             metrics_port=metrics_port,
+            limits=s.limits,
         ),
         names=s.names,
     )

@@ -8,7 +8,13 @@ from typing import ParamSpec, TypeVar
 
 import click
 
-from cdcbox.cli.common import default_cache_dir, default_state_dir, handle_errors, print_table
+from cdcbox.cli.common import (
+    default_cache_dir,
+    default_state_dir,
+    handle_errors,
+    print_table,
+    settings,
+)
 from cdcbox.resources import resource_dir
 from cdcbox.stack import runner
 from cdcbox.stack.config import Ports, StackConfig
@@ -29,6 +35,7 @@ def _config(
         ports=Ports(
             postgres=pg_port, kafka=kafka_port, controller=controller_port, connect=connect_port
         ),
+        limits=settings(click.get_current_context()).limits,
     )
 
 

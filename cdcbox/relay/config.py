@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass, field
 
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.limits import EventLimits
 
 
 def default_worker_id() -> str:
@@ -51,6 +52,8 @@ class RelayConfig:
     linger_ms: int = 5
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # The producer's max.request.size follows the outbox's payload limit.
+    limits: EventLimits = EventLimits()
 
     @property
     def kafka(self) -> KafkaSettings:

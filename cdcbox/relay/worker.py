@@ -100,6 +100,7 @@ class RelayWorker:
                 self.config.kafka,
                 enable_idempotence=True,
                 linger_ms=self.config.linger_ms,
+                max_request_size=self.config.limits.producer_max_request_size,
                 bootstrap_timeout_ms=self.config.bootstrap_timeout_ms,
                 client_id=f"cdcbox-relay-{self.config.worker_id}",
             )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdcbox.errors import ConfigError
+from cdcbox.limits import EventLimits
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class StackConfig:
     connect_heap_mb: int = 1024
     default_partitions: int = 3
     ready_timeout_s: float = 180.0
+    # The broker's message.max.bytes and Connect's producer max.request.size follow it.
+    limits: EventLimits = field(default_factory=EventLimits)
 
     @property
     def versions(self) -> StackVersions:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import requests
 
 from cdcbox.errors import StackError
+from cdcbox.limits import EventLimits
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
@@ -20,7 +21,11 @@ DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
 
 def worker_properties(
-    bootstrap: str, rest_host: str, rest_port: int, plugin_path: str
+    bootstrap: str,
+    rest_host: str,
+    rest_port: int,
+    plugin_path: str,
+    limits: EventLimits = EventLimits(),
 ) -> dict[str, str]:
     """The Connect worker config shared by the native runner (compose sets the same)."""
     return {
@@ -47,6 +52,8 @@ def worker_properties(
         "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
         "connector.client.config.override.policy": "All",
         "task.shutdown.graceful.timeout.ms": "10000",
+        # Source tasks' producers take the largest record an outbox row may become.
+        "producer.max.request.size": str(limits.producer_max_request_size),
     }
 
 
@@ -76,6 +83,7 @@ class NativeConnect(JvmComponent):
                 self.config.host,
                 self.config.ports.connect,
                 str(self._layout().plugin_path),
+                self.config.limits,
             ),
         )
         record = process.spawn(

@@ -113,6 +113,7 @@ class NativeKafka(JvmComponent):
                 "log.dirs": str(self.log_dir),
                 "num.partitions": str(self.config.default_partitions),
                 "auto.create.topics.enable": "true",
+                "message.max.bytes": str(self.config.limits.broker_max_message_bytes),
                 **_SINGLE_NODE,
             },
         )

@@ -68,6 +68,7 @@ class NativePostgres:
         bin_dir = ensure_postgres(self.config.versions.postgres_major)
         if self.running():
             return
+        self._await_crashed_server()
         self._prepare_dirs()
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb(bin_dir)
@@ -101,6 +102,35 @@ class NativePostgres:
                 f"{result.stdout}{result.stderr}\n{process.tail(self.log_file)}"
             )
         self._create_database()
+
+    def _await_crashed_server(self, timeout_s: float = 30) -> None:
+        """After a crash, wait until the old postmaster is gone (a zombie until its parent
+        reaps it: postgres refuses to start while postmaster.pid names a live pid) and no
+        orphaned backend holds its shared memory (postgres refuses that too)."""
+        lock = self._lock_file()
+        if lock is None:
+            return
+        pid, shmid = lock
+        if not process.wait_until(
+            lambda: process.start_ticks(pid) is None and _attached(shmid) == 0, timeout_s
+        ):
+            raise StackError(
+                f"PostgreSQL's previous server (pid {pid}) has not gone after {timeout_s:.0f} s "
+                f"({self.data_dir / 'postmaster.pid'}); stop what still runs of it, then retry"
+            )
+
+    def _lock_file(self) -> tuple[int, int | None] | None:
+        """The pid and shared memory id postmaster.pid records; None without the file."""
+        try:
+            lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
+            pid = int(lines[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        try:
+            shmid = int(lines[6].split()[1])  # line 7: "<shmem key> <shmem id>"
+        except (ValueError, IndexError):
+            shmid = None
+        return pid, shmid
 
     def stop(self) -> None:
         record = self.pid_record()
@@ -206,3 +236,18 @@ class NativePostgres:
     def _run_as_postgres(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         prefix = ["runuser", "-u", "postgres", "--"] if postgres_account() else []
         return subprocess.run(prefix + argv, capture_output=True, text=True, check=False, cwd="/")
+
+
+def _attached(shmid: int | None) -> int:
+    """How many processes still attach System V segment `shmid` (0 when it is gone)."""
+    if shmid is None:
+        return 0
+    try:
+        rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except OSError:
+        return 0
+    for row in rows:
+        fields = row.split()  # key shmid perms size cpid lpid nattch ...
+        if int(fields[1]) == shmid:
+            return int(fields[6])
+    return 0

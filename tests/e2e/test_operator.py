@@ -17,6 +17,7 @@ from cdcbox.cli.main import cli
 from cdcbox.connect import ConnectClient
 from cdcbox.consumer import Outcome, RetryPolicy
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -350,9 +351,12 @@ def test_diff_restart_and_offsets_reset(spec_file: Any, connect_client: ConnectC
 
 
 def test_outbox_dead_rows_listed_and_retried(stack: Endpoints) -> None:
-    names = migrated_schema(stack.dsn, DbNames(schema=unique("dead")))
+    raised = EventLimits(3_000_000)  # the outbox takes more than the relay's producer
+    names = migrated_schema(stack.dsn, DbNames(schema=unique("dead")), limits=raised)
     with psycopg.connect(stack.dsn) as conn, conn.transaction():
-        Outbox(names).append(conn, NewEvent(unique("order"), "big", "Changed", b"x" * 2_000_000))
+        Outbox(names, limits=raised).append(
+            conn, NewEvent(unique("order"), "big", "Changed", b"x" * 2_000_000)
+        )
     relay = RelayWorker(
         RelayConfig(
             dsn=stack.dsn, bootstrap_servers=stack.bootstrap_servers, listen=False, max_attempts=1

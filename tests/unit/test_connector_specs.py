@@ -8,6 +8,8 @@ import pytest
 
 from cdcbox.connectors import REDACTED, diff, load_specs, redact, render
 from cdcbox.errors import SpecError
+from cdcbox.limit_checks import connector_limit_check
+from cdcbox.limits import EventLimits
 from cdcbox.resources import resource_dir
 
 ENV = {
@@ -95,3 +97,13 @@ def test_diff_lines_never_show_a_literal_secret() -> None:
     text = "\n".join(change.lines())
     assert "old-secret" not in text and "new-secret" not in text
     assert REDACTED in text
+
+
+def test_doctor_checks_the_connector_takes_the_largest_outbox_record() -> None:
+    (spec,) = load_specs(resource_dir("connectors"), env=ENV)
+    assert connector_limit_check(spec, EventLimits()).ok  # the defaults fit Kafka's
+    raised = connector_limit_check(spec, EventLimits(2_000_000))
+    assert not raised.ok
+    assert "producer.override.max.request.size >= 2016384" in raised.fix
+    spec.config["producer.override.max.request.size"] = "2100000"
+    assert connector_limit_check(spec, EventLimits(2_000_000)).ok

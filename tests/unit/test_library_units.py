@@ -13,6 +13,7 @@ from cdcbox.consumer import Handler, RetryPolicy
 from cdcbox.consumer.runner import dispatch_table
 from cdcbox.errors import ConfigError, SchemaError, UsageError
 from cdcbox.ids import uuid7
+from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, _row
 from cdcbox.resources import resource_dir
@@ -46,11 +47,29 @@ def test_db_names_refuse_identifiers_that_need_quoting() -> None:
         (NewEvent("order", "a", "T", {"x": float("nan")}), "not JSON-serialisable"),
         (NewEvent("order", "a", "T", {}, aggregate_version=-1), "non-negative"),
         (NewEvent("order", "a", "T", {}, content_type="application/avro"), "needs bytes"),
+        (NewEvent("t" * 201, "a", "T", {}), "names the topic"),
+        (NewEvent("order", "k" * 1025, "T", {}), "aggregate_id is over its limit of 1024"),
+        (NewEvent("order", "a", "T", {}, trace_id="t" * 513), "trace_id is over its limit"),
+        (NewEvent("order", "a", "T", b"x" * 900_001), "over the outbox limit of 900000"),
     ],
 )
 def test_bad_events_are_refused_with_a_clear_reason(event: NewEvent, message: str) -> None:
     with pytest.raises(SchemaError, match=message):
         _row(event)
+
+
+def test_the_payload_limit_is_a_setting_and_kafka_limits_follow_it() -> None:
+    limits = EventLimits(2_000_000)
+    with pytest.raises(SchemaError, match="2000001 bytes, over the outbox limit of 2000000"):
+        _row(NewEvent("order", "a", "T", b"x" * 2_000_001), limits=limits)
+    assert _row(NewEvent("order", "a", "T", b"x" * 2_000_000), limits=limits)[5]
+    assert limits.producer_max_request_size >= limits.max_record_bytes > 2_000_000
+    assert limits.broker_max_message_bytes > limits.max_record_bytes
+    default = EventLimits()  # fits Kafka's own defaults: nothing to configure
+    assert default.producer_max_request_size == 1_048_576
+    assert default.broker_max_message_bytes == 1_048_588
+    with pytest.raises(ConfigError, match="CDCBOX_MAX_PAYLOAD_BYTES"):
+        EventLimits(0)
 
 
 def test_json_payload_is_compact_utf8() -> None:
