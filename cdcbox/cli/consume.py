@@ -29,6 +29,8 @@ from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
 from cdcbox.consumer.runner import dispatch_table
 from cdcbox.errors import ConfigError
+from cdcbox.fault_switches import ENV as FAULT_SWITCHES_ENV
+from cdcbox.fault_switches import FaultSwitches
 from cdcbox.log_format import LogFormat
 from cdcbox.log_format import configure as configure_log
 
@@ -209,6 +211,7 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
         create_missing_topics=o["create_topics"],
         metrics_port=o["metrics_port"],
         metrics_host=o["metrics_host"],
+        fault_switches=FaultSwitches.parse(os.environ.get(FAULT_SWITCHES_ENV)),
     )
 
 

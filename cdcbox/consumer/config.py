@@ -9,6 +9,7 @@ from typing import Literal
 from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import BreakerPolicy
+from cdcbox.fault_switches import FaultSwitches
 from cdcbox.kafka_client import KafkaSettings
 
 Unhandled = Literal["skip", "dead-letter"]
@@ -76,6 +77,8 @@ class ConsumerConfig:
     # sees it at once, and refresh metadata often enough to notice new partitions.
     create_missing_topics: bool = True
     metadata_max_age_ms: int = 30_000
+    # Test-only (tests/faults): safeguards switched off to show they matter.
+    fault_switches: FaultSwitches = field(default_factory=FaultSwitches)
 
     @property
     def kafka(self) -> KafkaSettings:

@@ -57,7 +57,10 @@ class RecordPipeline:
         self.group_id = config.group_id
         self.router = Router(handlers, config.schemas, config.unhandled)
         self.transaction = RecordTransaction(
-            stores, GuardStep(stores.versions, config.gap_policy), stats
+            stores,
+            GuardStep(stores.versions, config.gap_policy),
+            stats,
+            dedupe=not config.fault_switches.no_inbox_dedupe,
         )
         self.dead_letter = DeadLetterStep(
             dead_letters, stores, config.park_aggregates, config.group_id, config.kafka

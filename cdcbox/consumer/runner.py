@@ -82,6 +82,7 @@ class Consumer:
         self._dispatch = dispatch_table(self.handlers)
         self._stop = threading.Event()
         self._healthy = threading.Event()
+        self._committed_records = 0  # for FaultSwitches.kill_after_records
         self.connection = Reconnecting(config.dsn)
         self._names = names
         self._stores = Stores.for_schema(names)
@@ -149,10 +150,7 @@ class Consumer:
         if not self.config.park_aggregates:
             return
         self._stores.parking.invalidate()
-        try:
-            self._refresh_parked()
-        except (CdcboxError, psycopg.Error) as e:
-            log.warning("could not reload the parked aggregates (%s); asking the database", e)
+        self._try_refresh_parked()
 
     def _await_partitions(self, consumer: kafka_client.Consumer, timeout_s: float = 30) -> None:
         """Let this client's metadata see the (possibly just created) topics' partitions:
@@ -204,7 +202,7 @@ class Consumer:
                 if max_records is not None and self.stats.total >= max_records:
                     break
                 if time.monotonic() - refreshed > self.config.parked_refresh_s:
-                    self._refresh_parked()
+                    self._try_refresh_parked()
                     refreshed = time.monotonic()
                 batch = kafka.poll(timeout_ms=self.config.poll_timeout_ms)
                 if not batch:
@@ -222,6 +220,16 @@ class Consumer:
             self.close()
         return self.stats
 
+    def _try_refresh_parked(self) -> None:
+        """`_refresh_parked`, surviving a database that went away (its session killed, a
+        restart): until a reload succeeds the stale cache does not count, and each
+        record asks the database, through a reconnected session, whether it is parked."""
+        try:
+            self._refresh_parked()
+        except (CdcboxError, psycopg.Error) as e:
+            self._stores.parking.invalidate()
+            log.warning("could not reload the parked aggregates (%s); asking the database", e)
+
     def _refresh_parked(self) -> None:
         """Re-read the parked aggregates now and then, so a park made elsewhere is seen."""
         if self.config.park_aggregates:
@@ -236,14 +244,21 @@ class Consumer:
         batch: dict[TopicPartition, list[Any]],
     ) -> None:
         done: dict[TopicPartition, int] = {}
+        switches = self.config.fault_switches
+        if switches.offsets_before_db_commit:
+            kafka.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
         for tp, records in batch.items():
             try:
                 if self.config.batch_mode:
                     pipeline.process_batch(self.connection, records)
+                    self._committed_records += len(records)
+                    switches.committed(self._committed_records)
                 else:
                     for record in records:
                         pipeline.process(self.connection, record)
                         done[tp] = record.offset + 1
+                        self._committed_records += 1
+                        switches.committed(self._committed_records)
             except DeadLetterError as e:
                 # Neither applied nor dead-lettered: commit what ended, come back to the rest.
                 log.error("%s; will retry from there", e)

@@ -33,3 +33,22 @@ class EffectHandler(Handler):
             "VALUES (%s, %s, %s, %s, '{}')",
             (self.consumer_name, event.event_id, event.aggregate_id, event.aggregate_version),
         )
+
+
+class LedgerHandler(Handler):
+    """The fault ledger's business effect: one fault_effect row per call, no unique
+    constraint, so a second application of an event shows as a second row."""
+
+    consumer_name = os.environ.get("FAULT_CONSUMER", "fault-consumer")
+    aggregate_types = (os.environ.get("FAULT_AGGREGATE_TYPE", "fault"),)
+    event_types = frozenset({"Changed"})
+    delay_s = float(os.environ.get("FAULT_HANDLER_DELAY_S", "0"))
+
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        conn.execute(
+            "INSERT INTO fault_effect (consumer_name, event_id, aggregate_id, n) "
+            "VALUES (%s, %s, %s, %s)",
+            (self.consumer_name, event.event_id, event.aggregate_id, event.payload["n"]),
+        )

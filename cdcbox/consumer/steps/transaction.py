@@ -24,10 +24,13 @@ from cdcbox.inbox import Claim
 
 
 class RecordTransaction:
-    def __init__(self, stores: Stores, guard: GuardStep, stats: ConsumerStats) -> None:
+    def __init__(
+        self, stores: Stores, guard: GuardStep, stats: ConsumerStats, dedupe: bool = True
+    ) -> None:
         self.stores = stores
         self.guard = guard
         self.stats = stats
+        self.dedupe = dedupe  # False only for the fault suite (FaultSwitches)
 
     def apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
         """Claim, guard, handle and mark in one transaction; any exception rolls it back."""
@@ -35,7 +38,7 @@ class RecordTransaction:
         started = time.perf_counter()
         with conn.transaction():
             claim = self.stores.inbox.claim(conn, event, name)
-            if claim is None:
+            if claim is None and self.dedupe:
                 self.release_if_drained(conn, routed, claim)
                 return Outcome.DUPLICATE
             outcome = self.guard_and_handle(conn, routed)

@@ -1,0 +1,180 @@
+"""The fault ledger: what was committed, delivered and applied while something broke.
+
+The source of truth is the outbox rows read back at the end: a commit that raised is
+ambiguous, and the read-back decides. Effects land in a business table with no unique
+constraint (`fault_effect`), so an event applied twice is visible as two rows.
+Every scenario appends its ledger to `CDCBOX_LEDGER_FILE` (JSON lines); `scripts/test`
+prints them as a table (`python -m tests.faults.ledger FILE`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from kafka import KafkaConsumer, TopicPartition
+
+from cdcbox import wire
+
+EFFECTS_DDL = """
+CREATE TABLE IF NOT EXISTS fault_effect (
+    seq           bigserial PRIMARY KEY,
+    consumer_name text      NOT NULL,
+    event_id      uuid      NOT NULL,
+    aggregate_id  text      NOT NULL,
+    n             bigint    NOT NULL
+)"""
+COLUMNS = (
+    "scenario",
+    "committed",
+    "delivered",
+    "duplicates",
+    "applied",
+    "double_effects",
+    "lost",
+    "order_violations",
+    "rolled_back_seen",
+)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    scenario: str
+    committed: int  # outbox rows read back
+    delivered: int  # records on the topic, duplicates included
+    duplicates: int  # delivered beyond one copy per event
+    applied: int  # distinct events with an effect
+    double_effects: int  # effect rows beyond one per event
+    lost: int  # committed events without an effect
+    order_violations: int  # aggregates whose first effects are not in write order
+    rolled_back_seen: int  # rolled-back events delivered or applied
+    safeguard_off: str = ""
+
+    @property
+    def exact(self) -> bool:
+        """Nothing lost, nothing applied twice, order held, no rollback leaked."""
+        return not (
+            self.lost or self.double_effects or self.order_violations or self.rolled_back_seen
+        )
+
+    def record(self) -> None:
+        path = os.environ.get("CDCBOX_LEDGER_FILE")
+        if path:
+            with Path(path).open("a") as out:
+                out.write(json.dumps(asdict(self)) + "\n")
+
+
+def committed_events(dsn: str, aggregate_type: str) -> dict[uuid.UUID, tuple[str, int]]:
+    """event id -> (aggregate id, write sequence n) of every committed outbox row."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT event_id, aggregate_id, payload FROM outbox_event WHERE aggregate_type = %s",
+            (aggregate_type,),
+        ).fetchall()
+    return {r[0]: (r[1], int(json.loads(r[2])["n"])) for r in rows}
+
+
+def effect_rows(dsn: str, consumer: str) -> list[tuple[uuid.UUID, str, int]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(  # type: ignore[return-value]
+            "SELECT event_id, aggregate_id, n FROM fault_effect WHERE consumer_name = %s "
+            "ORDER BY seq",
+            (consumer,),
+        ).fetchall()
+
+
+def applied_ids(dsn: str, consumer: str) -> set[uuid.UUID]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT event_id FROM fault_effect WHERE consumer_name = %s", (consumer,)
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def delivered_ids(bootstrap_servers: str, topic: str) -> list[str]:
+    """The `id` header of every record on `topic`, read from the beginning to the end
+    offsets (so a missing record cannot make it wait, and an extra one is counted)."""
+    reader = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False
+    )
+    try:
+        partitions = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
+        reader.assign(partitions)
+        reader.seek_to_beginning()
+        end = reader.end_offsets(partitions)
+        ids: list[str] = []
+        while any(reader.position(tp) < end[tp] for tp in partitions):
+            for records in reader.poll(timeout_ms=500, max_records=5000).values():
+                ids.extend(dict(r.headers)[wire.HEADER_EVENT_ID].decode() for r in records)
+        return ids
+    finally:
+        reader.close()
+
+
+def order_violations(effects: list[tuple[uuid.UUID, str, int]]) -> int:
+    """Aggregates whose events' first effects are not in increasing write sequence."""
+    seen: set[uuid.UUID] = set()
+    per_aggregate: dict[str, list[int]] = defaultdict(list)
+    for event_id, aggregate_id, n in effects:
+        if event_id not in seen:
+            seen.add(event_id)
+            per_aggregate[aggregate_id].append(n)
+    return sum(1 for ns in per_aggregate.values() if ns != sorted(set(ns)))
+
+
+def compute(
+    scenario: str,
+    *,
+    dsn: str,
+    bootstrap_servers: str,
+    aggregate_type: str,
+    consumer: str,
+    rolled_back: set[uuid.UUID],
+    safeguard_off: str = "",
+) -> Ledger:
+    committed = committed_events(dsn, aggregate_type)
+    delivered = delivered_ids(bootstrap_servers, wire.topic_for(aggregate_type))
+    effects = effect_rows(dsn, consumer)
+    applied = {e[0] for e in effects}
+    leaked = {str(i) for i in rolled_back} & set(delivered) | (rolled_back & applied)
+    ledger = Ledger(
+        scenario=scenario,
+        committed=len(committed),
+        delivered=len(delivered),
+        duplicates=len(delivered) - len(set(delivered)),
+        applied=len(applied),
+        double_effects=len(effects) - len(applied),
+        lost=len(set(committed) - applied),
+        order_violations=order_violations(effects),
+        rolled_back_seen=len(leaked),
+        safeguard_off=safeguard_off,
+    )
+    ledger.record()
+    return ledger
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The ledger as a Markdown table, one row per scenario run."""
+    head = [*COLUMNS, "exact"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        off = row.get("safeguard_off")
+        name = row["scenario"] + (f" (safeguard off: {off})" if off else "")
+        cells = [name, *(str(row[c]) for c in COLUMNS[1:])]
+        exact = Ledger(**row).exact
+        cells.append("yes" if exact else "NO")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    source = Path(sys.argv[1])
+    if source.exists() and source.stat().st_size:
+        print(table([json.loads(line) for line in source.read_text().splitlines()]))

@@ -1,0 +1,180 @@
+"""One fault scenario: consumer processes and concurrent writers stream events through the
+whole CDC pipeline while a fault is injected; then the pipeline settles and the ledger is
+counted from the outbox read-back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from cdcbox.stack.endpoints import Endpoints
+from tests.faults import ledger
+from tests.faults.writers import Writers
+from tests.helpers import eventually, unique
+
+ROOT = Path(__file__).resolve().parents[2]
+CONSUME = (
+    sys.executable, "-m", "cdcbox.cli.main", "consume", "tests.faults.handlers:LedgerHandler",
+    "--max-poll-records", "100", "--session-timeout-ms", "6000",
+    "--heartbeat-interval-ms", "2000",
+)  # fmt: skip
+
+
+@dataclass
+class ConsumerGroup:
+    """`cdc-ctl consume` processes of one consumer name, started and stopped by pid."""
+
+    stack: Endpoints
+    log_dir: Path
+    aggregate_type: str
+    consumer: str
+    flags: tuple[str, ...] = ()
+    fault_switches: str = ""
+    delay_s: float = 0.0
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, count: int = 1, kill_after_records: int | None = None) -> None:
+        """Start `count` processes; with `kill_after_records`, each SIGKILLs itself after
+        that many records committed in the database, before their offsets."""
+        switches = [self.fault_switches] if self.fault_switches else []
+        if kill_after_records is not None:
+            switches.append(f"kill-after-records={kill_after_records}")
+        env = {
+            **os.environ,
+            **self.stack.as_env(),
+            "FAULT_CONSUMER": self.consumer,
+            "FAULT_AGGREGATE_TYPE": self.aggregate_type,
+            "FAULT_HANDLER_DELAY_S": str(self.delay_s),
+            "CDCBOX_FAULT_SWITCHES": ",".join(switches),
+        }
+        for _ in range(count):
+            log = self.log_dir / f"{self.consumer}-{len(self.procs)}.log"
+            with log.open("ab") as out:
+                self.procs.append(
+                    subprocess.Popen(
+                        [*CONSUME, "--group", self.consumer, *self.flags],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=out,
+                    )
+                )
+
+    def running(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in self.procs if p.poll() is None]
+
+    def kill_one(self, sig: signal.Signals = signal.SIGKILL) -> subprocess.Popen[bytes]:
+        proc = self.running()[0]
+        proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            proc.wait(timeout=30)
+        return proc
+
+    def stop(self) -> None:
+        """SIGTERM each (finish the batch, commit, exit), SIGKILL what does not exit."""
+        for proc in self.running():
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-2000:] for p in sorted(self.log_dir.glob("*.log")))
+
+
+@dataclass
+class Scenario:
+    """Writers over `aggregates` aggregates, `consumers` consumer processes, one fault."""
+
+    name: str
+    stack: Endpoints
+    tmp_path: Path
+    consumers: int = 2
+    flags: tuple[str, ...] = ()
+    versioned: bool = True
+    rate_per_s: float = 150.0
+    fault_switches: str = ""
+    safeguard_off: str = ""
+    settle_timeout_s: float = 180.0
+    aggregate_type: str = field(default_factory=lambda: unique("ledger"))
+
+    def __post_init__(self) -> None:
+        with psycopg.connect(self.stack.dsn) as conn:
+            conn.execute(ledger.EFFECTS_DDL)
+        self.group = ConsumerGroup(
+            self.stack,
+            self.tmp_path,
+            self.aggregate_type,
+            unique("ledger"),
+            self.flags,
+            self.fault_switches,
+        )
+
+    def run(
+        self,
+        fault: Callable[[Scenario], None],
+        *,
+        before_s: float = 4.0,
+        after_s: float = 4.0,
+    ) -> ledger.Ledger:
+        """Stream, inject `fault` mid-stream, stream on, stop writing, settle, count."""
+        self.group.start(self.consumers)
+        try:
+            with Writers(
+                self.stack.dsn,
+                self.aggregate_type,
+                versioned=self.versioned,
+                rate_per_s=self.rate_per_s,
+            ) as writers:
+                self.writers = writers
+                eventually(
+                    lambda: self.applied() > 0, timeout=120, what="the first effects applied"
+                )
+                time.sleep(before_s)  # a stream under way, not an event count: a duration
+                fault(self)
+                time.sleep(after_s)
+            self.settle()
+        finally:
+            self.group.stop()
+        return ledger.compute(
+            self.name,
+            dsn=self.stack.dsn,
+            bootstrap_servers=self.stack.bootstrap_servers,
+            aggregate_type=self.aggregate_type,
+            consumer=self.group.consumer,
+            rolled_back=self.writers.rolled_back,
+            safeguard_off=self.safeguard_off,
+        )
+
+    def applied(self) -> int:
+        return len(ledger.applied_ids(self.stack.dsn, self.group.consumer))
+
+    def settle(self) -> None:
+        """Wait until every committed event has an effect, or the deadline passes (the
+        ledger then shows what was lost)."""
+        committed = set(ledger.committed_events(self.stack.dsn, self.aggregate_type))
+        deadline = time.monotonic() + self.settle_timeout_s
+        while time.monotonic() < deadline:
+            missing = committed - ledger.applied_ids(self.stack.dsn, self.group.consumer)
+            if not missing:
+                return
+            if not self.group.running():
+                self.group.start(1)  # a test hook may have killed the last one
+            time.sleep(0.5)
+
+
+def assert_exact(result: ledger.Ledger, scenario: Scenario) -> None:
+    assert result.exact, f"{result}\n{scenario.group.logs()}"
+    assert result.committed > 0 and result.delivered >= result.committed
