@@ -61,5 +61,10 @@ class CommitRefused(KafkaRequestError):
     """The group rebalanced before an offset commit; the records will be redelivered."""
 
 
+class EventsGone(CdcboxError, RuntimeError):
+    """A group's position is no longer on the topic: retention (or a deletion) removed
+    records it never read. Never skipped silently: the operator decides."""
+
+
 class KafkaUnavailable(ServiceUnavailable):
     """No broker answered in time (retriable: connection, timeout, no leader)."""

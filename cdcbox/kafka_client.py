@@ -20,7 +20,7 @@ from kafka import errors as kafka_errors
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from cdcbox.errors import CommitRefused, KafkaRequestError, KafkaUnavailable
+from cdcbox.errors import CommitRefused, EventsGone, KafkaRequestError, KafkaUnavailable
 
 __all__ = [
     "Admin",
@@ -105,9 +105,18 @@ class _AssignmentListener(kafka.ConsumerRebalanceListener):  # type: ignore[misc
 
 
 class Consumer(_Client):
-    """A KafkaConsumer (auto-commit always off: cdcbox commits after its transactions)."""
+    """A KafkaConsumer (auto-commit always off: cdcbox commits after its transactions).
 
-    def __init__(self, settings: KafkaSettings, **options: Any) -> None:
+    With `strict_offsets`, `auto_offset_reset` applies only to a partition the group has
+    no offset for; a committed offset that retention has since deleted raises
+    `EventsGone` from `poll` instead of jumping silently to the oldest record left."""
+
+    def __init__(
+        self, settings: KafkaSettings, strict_offsets: bool = False, **options: Any
+    ) -> None:
+        self._start_at = options.get("auto_offset_reset", "latest")
+        if strict_offsets:
+            options = {**options, "auto_offset_reset": "none"}
         super().__init__(
             settings,
             lambda: kafka.KafkaConsumer(**settings.options(), enable_auto_commit=False, **options),
@@ -125,10 +134,36 @@ class Consumer(_Client):
         self._call("subscribe", self._client.subscribe, topics=topics, listener=listener)
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
-        result: dict[TopicPartition, list[Any]] = self._call(
-            "poll", self._client.poll, timeout_ms=timeout_ms
-        )
+        with _translated("poll", self.settings):
+            try:
+                result: dict[TopicPartition, list[Any]] = self._client.poll(timeout_ms=timeout_ms)
+            except kafka_errors.NoOffsetForPartitionError as e:
+                # A partition this group never committed: where `auto_offset_reset` says.
+                if self._start_at == "earliest":
+                    self._client.seek_to_beginning(*e.args[0])
+                else:
+                    self._client.seek_to_end(*e.args[0])
+                return {}
+            except kafka_errors.OffsetOutOfRangeError as e:
+                raise self._gone(e.args[0]) from e
         return result
+
+    def _gone(self, positions: Mapping[TopicPartition, int]) -> EventsGone:
+        earliest = self.beginning_offsets(list(positions))
+        parts = [
+            f"{tp.topic}[{tp.partition}] at offset {offset}, oldest kept {earliest.get(tp)}"
+            + (
+                f" ({earliest[tp] - offset} records deleted unread)"
+                if earliest.get(tp, offset) > offset
+                else ""
+            )
+            for tp, offset in sorted(positions.items())
+        ]
+        return EventsGone(
+            "the group's position is no longer on the topic (retention outran this "
+            f"consumer): {'; '.join(parts)}. Nothing was skipped: reconcile those events "
+            "from their source, then move the group on with `cdc-ctl groups reset`"
+        )
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit "resume at offset" per partition."""

@@ -111,6 +111,7 @@ class Consumer:
         c = self.config
         consumer = kafka_client.Consumer(
             c.kafka,
+            strict_offsets=True,
             group_id=c.group_id,
             client_id=c.client_id,
             auto_offset_reset=c.auto_offset_reset,

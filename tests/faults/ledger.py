@@ -83,7 +83,7 @@ def committed_events(dsn: str, aggregate_type: str) -> dict[uuid.UUID, tuple[str
 
 def effect_rows(dsn: str, consumer: str) -> list[tuple[uuid.UUID, str, int]]:
     with psycopg.connect(dsn) as conn:
-        return conn.execute(  # type: ignore[return-value]
+        return conn.execute(
             "SELECT event_id, aggregate_id, n FROM fault_effect WHERE consumer_name = %s "
             "ORDER BY seq",
             (consumer,),
@@ -114,6 +114,16 @@ def delivered_ids(bootstrap_servers: str, topic: str) -> list[str]:
             for records in reader.poll(timeout_ms=500, max_records=5000).values():
                 ids.extend(dict(r.headers)[wire.HEADER_EVENT_ID].decode() for r in records)
         return ids
+    finally:
+        reader.close()
+
+
+def topic_size(bootstrap_servers: str, topic: str) -> int:
+    """Records on `topic` so far (the sum of its partitions' end offsets)."""
+    reader = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None)
+    try:
+        partitions = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
+        return sum(reader.end_offsets(partitions).values())
     finally:
         reader.close()
 

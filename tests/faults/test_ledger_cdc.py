@@ -6,17 +6,24 @@ double events once the safeguard is gone."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
+from cdcbox import slots, wire
+from cdcbox.cli.main import cli
 from cdcbox.connect import ConnectClient
+from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.connect_worker import NativeConnect
 from cdcbox.stack.endpoints import Endpoints
@@ -24,11 +31,16 @@ from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
+from tests.faults import ledger
 from tests.faults.scenario import Scenario, assert_exact
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(420)]
 CONNECTOR = "cdcbox-outbox"
+
+
+def ctl(*args: str) -> Any:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,10 @@ def terminate(dsn: str, where: str) -> int:
     return len(rows)
 
 
+def terminated_some(dsn: str, where: str) -> bool:
+    return terminate(dsn, where) >= 1
+
+
 def test_walsender_and_consumer_sessions_terminated_repeatedly(
     stack: Endpoints, parts: NativeParts, tmp_path: Path
 ) -> None:
@@ -141,7 +157,7 @@ def test_walsender_and_consumer_sessions_terminated_repeatedly(
             # Each time once Debezium and the consumers have reconnected on their own.
             for sessions in ("backend_type = 'walsender'", "application_name = 'cdcbox'"):
                 eventually(
-                    lambda sessions=sessions: terminate(stack.dsn, sessions) >= 1,
+                    functools.partial(terminated_some, stack.dsn, sessions),
                     timeout=60,
                     interval=0.5,
                     what=f"a session where {sessions} to terminate",
@@ -237,3 +253,78 @@ def test_with_offsets_committed_first_the_same_kill_loses_events(
     )
     result = scenario.run(kill_between_db_and_offset_commit)
     assert result.lost > 0, result
+
+
+BIG_TRANSACTION = 20_000
+
+
+def test_connect_sigkilled_while_a_20000_row_transaction_is_streamed(
+    stack: Endpoints, parts: NativeParts, tmp_path: Path
+) -> None:
+    """Duplicates are expected (Connect restarts from its last committed offset, inside
+    the transaction); a loss is not."""
+    killed_at: list[int] = []
+
+    def fault(s: Scenario) -> None:
+        topic = wire.topic_for(s.aggregate_type)
+        before = ledger.topic_size(stack.bootstrap_servers, topic)
+        with psycopg.connect(stack.dsn) as conn, conn.transaction():
+            Outbox().append_many(
+                conn,
+                [
+                    NewEvent(
+                        s.aggregate_type,
+                        f"big-{i % 100}",
+                        "Changed",
+                        {"n": i // 100 + 1},
+                        aggregate_version=i // 100 + 1,
+                    )
+                    for i in range(BIG_TRANSACTION)
+                ],
+            )
+        eventually(
+            lambda: ledger.topic_size(stack.bootstrap_servers, topic) > before + 500,
+            timeout=60,
+            interval=0.05,
+            what="the big transaction under way",
+        )
+        sigkill(parts.connect)
+        killed_at.append(ledger.topic_size(stack.bootstrap_servers, topic) - before)
+        parts.connect.start()
+        connector_running(parts.client)
+
+    scenario = Scenario("connect SIGKILL inside a 20,000-row transaction", stack, tmp_path)
+    result = scenario.run(fault)
+    assert killed_at[0] < BIG_TRANSACTION  # the kill landed while it was being published
+    assert_exact(result, scenario)
+
+
+def retained_bytes(dsn: str, slot: str = "cdcbox_outbox") -> int:
+    with psycopg.connect(dsn) as conn:
+        (found,) = [s for s in slots.slot_status(conn) if s.name == slot]
+    return found.retained_bytes
+
+
+@pytest.mark.timeout(600)
+def test_connector_paused_then_stopped_with_writes_going_on(
+    stack: Endpoints, parts: NativeParts, tmp_path: Path
+) -> None:
+    """Half a minute paused, half a minute stopped: the slot keeps every event (its
+    retained WAL grows, as `cdc-ctl slot status` shows), and all of them arrive after."""
+    grew: list[tuple[int, int]] = []
+
+    def fault(s: Scenario) -> None:
+        for hold in (parts.client.pause, parts.client.stop):
+            hold(CONNECTOR)
+            start = retained_bytes(stack.dsn)
+            time.sleep(30)  # the outage's length, with the writers going on
+            status = json.loads(ctl("slot", "status", "--json").output)
+            (row,) = [r for r in status if r["name"] == "cdcbox_outbox"]
+            grew.append((start, row["retained_bytes"]))
+            parts.client.resume(CONNECTOR)
+            connector_running(parts.client)
+
+    scenario = Scenario("connector paused 30 s, then stopped 30 s", stack, tmp_path)
+    result = scenario.run(fault)
+    assert all(after > before for before, after in grew), grew
+    assert_exact(result, scenario)
