@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from cdcbox.cli.common import handle_errors, logging_options, settings, stop_on_signals
+from cdcbox.fault_switches import ENV as FAULT_SWITCHES_ENV
+from cdcbox.fault_switches import FaultSwitches
 from cdcbox.log_format import LogFormat
 from cdcbox.log_format import configure as configure_log
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -50,6 +54,14 @@ def relay() -> None:
     envvar="CDCBOX_RELAY_MAX_ATTEMPTS",
 )
 @click.option(
+    "--send-timeout",
+    type=float,
+    default=_d.send_timeout_s,
+    show_default=True,
+    envvar="CDCBOX_RELAY_SEND_TIMEOUT_S",
+    help="Seconds to wait for Kafka's acknowledgements before the batch counts as failed.",
+)
+@click.option(
     "--worker-id",
     default=None,
     envvar="CDCBOX_RELAY_WORKER_ID",
@@ -72,6 +84,7 @@ def run(
     lease: float,
     poll_interval: float,
     max_attempts: int,
+    send_timeout: float,
     worker_id: str | None,
     listen: bool,
     unordered: bool,
@@ -91,10 +104,12 @@ def run(
             lease_s=lease,
             poll_interval_s=poll_interval,
             max_attempts=max_attempts,
+            send_timeout_s=send_timeout,
             ordered=not unordered,
             listen=listen,
             metrics_port=metrics_port,
             limits=s.limits,
+            fault_switches=FaultSwitches.parse(os.environ.get(FAULT_SWITCHES_ENV)),
         ),
         names=s.names,
     )

@@ -7,6 +7,7 @@ import random
 import socket
 from dataclasses import dataclass, field
 
+from cdcbox.fault_switches import FaultSwitches
 from cdcbox.kafka_client import KafkaSettings
 from cdcbox.limits import EventLimits
 
@@ -54,6 +55,8 @@ class RelayConfig:
     metrics_host: str = "127.0.0.1"
     # The producer's max.request.size follows the outbox's payload limit.
     limits: EventLimits = EventLimits()
+    # Test-only (tests/faults): safeguards switched off to show they matter.
+    fault_switches: FaultSwitches = field(default_factory=FaultSwitches)
 
     @property
     def kafka(self) -> KafkaSettings:

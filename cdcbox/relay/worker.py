@@ -82,7 +82,9 @@ class RelayWorker:
     def __init__(self, config: RelayConfig, names: DbNames = DbNames()) -> None:
         self.config = config
         self.names = names
-        self.store = RelayStore(names)
+        self.store = RelayStore(
+            names, lease_check=not self.config.fault_switches.no_relay_lease_check
+        )
         self.stats = RelayStats()
         self.metrics = RelayMetrics()
         self._stop = threading.Event()

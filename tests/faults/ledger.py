@@ -4,7 +4,9 @@ The source of truth is the outbox rows read back at the end: a commit that raise
 ambiguous, and the read-back decides. Effects land in a business table with no unique
 constraint (`fault_effect`), so an event applied twice is visible as two rows.
 Every scenario appends its ledger to `CDCBOX_LEDGER_FILE` (JSON lines); `scripts/test`
-prints them as a table (`python -m tests.faults.ledger FILE`).
+prints them as a table (`python -m tests.faults.ledger FILE`). `--readme` also writes
+that table into README.md between its ledger markers; the file it came from is kept under
+tests/faults/results/ and the README names it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import Any
 
 import psycopg
 from kafka import KafkaConsumer, TopicPartition
+from psycopg import sql
 
 from cdcbox import wire
+from cdcbox.names import DbNames
 
 EFFECTS_DDL = """
 CREATE TABLE IF NOT EXISTS fault_effect (
@@ -71,11 +75,15 @@ class Ledger:
                 out.write(json.dumps(asdict(self)) + "\n")
 
 
-def committed_events(dsn: str, aggregate_type: str) -> dict[uuid.UUID, tuple[str, int]]:
+def committed_events(
+    dsn: str, aggregate_type: str, names: DbNames = DbNames()
+) -> dict[uuid.UUID, tuple[str, int]]:
     """event id -> (aggregate id, write sequence n) of every committed outbox row."""
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
-            "SELECT event_id, aggregate_id, payload FROM outbox_event WHERE aggregate_type = %s",
+            sql.SQL(
+                "SELECT event_id, aggregate_id, payload FROM {} WHERE aggregate_type = %s"
+            ).format(names.table("outbox")),
             (aggregate_type,),
         ).fetchall()
     return {r[0]: (r[1], int(json.loads(r[2])["n"])) for r in rows}
@@ -148,8 +156,9 @@ def compute(
     consumer: str,
     rolled_back: set[uuid.UUID],
     safeguard_off: str = "",
+    names: DbNames = DbNames(),
 ) -> Ledger:
-    committed = committed_events(dsn, aggregate_type)
+    committed = committed_events(dsn, aggregate_type, names)
     delivered = delivered_ids(bootstrap_servers, wire.topic_for(aggregate_type))
     effects = effect_rows(dsn, consumer)
     applied = {e[0] for e in effects}
@@ -184,7 +193,26 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+BEGIN, END = "<!-- fault-ledger:begin -->", "<!-- fault-ledger:end -->"
+
+
+def readme_section(source: Path) -> str:
+    """What README.md holds between its markers for the results file `source`."""
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    relative = source.resolve().relative_to(README.parent)
+    return f"{BEGIN}\nFrom [`{relative}`]({relative}):\n\n{table(rows)}\n{END}"
+
+
+def write_readme(source: Path) -> None:
+    text = README.read_text()
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    README.write_text(text[:start] + readme_section(source) + text[end:])
+
+
 if __name__ == "__main__":
-    source = Path(sys.argv[1])
-    if source.exists() and source.stat().st_size:
+    source = Path(sys.argv[-1])
+    if "--readme" in sys.argv:
+        write_readme(source)
+    elif source.exists() and source.stat().st_size:
         print(table([json.loads(line) for line in source.read_text().splitlines()]))

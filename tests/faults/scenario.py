@@ -15,10 +15,11 @@ from pathlib import Path
 
 import psycopg
 
+from cdcbox.names import DbNames
 from cdcbox.stack.endpoints import Endpoints
 from tests.faults import ledger
 from tests.faults.writers import Writers
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, migrated_schema, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUME = (
@@ -29,16 +30,15 @@ CONSUME = (
 
 
 @dataclass
-class ConsumerGroup:
-    """`cdc-ctl consume` processes of one consumer name, started and stopped by pid."""
+class Processes:
+    """cdcbox processes of one kind, started and stopped by pid, each with its log."""
 
     stack: Endpoints
     log_dir: Path
-    aggregate_type: str
-    consumer: str
-    flags: tuple[str, ...] = ()
+    name: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
     fault_switches: str = ""
-    delay_s: float = 0.0
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self, count: int = 1, kill_after_records: int | None = None) -> None:
@@ -50,22 +50,15 @@ class ConsumerGroup:
         env = {
             **os.environ,
             **self.stack.as_env(),
-            "FAULT_CONSUMER": self.consumer,
-            "FAULT_AGGREGATE_TYPE": self.aggregate_type,
-            "FAULT_HANDLER_DELAY_S": str(self.delay_s),
+            **self.env,
             "CDCBOX_FAULT_SWITCHES": ",".join(switches),
         }
         for _ in range(count):
-            log = self.log_dir / f"{self.consumer}-{len(self.procs)}.log"
+            log = self.log_dir / f"{self.name}-{len(self.procs)}.log"
+            argv = [a.replace("{i}", str(len(self.procs))) for a in self.argv]
             with log.open("ab") as out:
                 self.procs.append(
-                    subprocess.Popen(
-                        [*CONSUME, "--group", self.consumer, *self.flags],
-                        cwd=ROOT,
-                        env=env,
-                        stdout=subprocess.DEVNULL,
-                        stderr=out,
-                    )
+                    subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out)
                 )
 
     def running(self) -> list[subprocess.Popen[bytes]]:
@@ -91,7 +84,40 @@ class ConsumerGroup:
                 proc.wait(timeout=30)
 
     def logs(self) -> str:
-        return "\n".join(p.read_text()[-2000:] for p in sorted(self.log_dir.glob("*.log")))
+        return "\n".join(
+            p.read_text()[-2000:] for p in sorted(self.log_dir.glob(f"{self.name}-*.log"))
+        )
+
+
+def consumer_group(
+    stack: Endpoints,
+    log_dir: Path,
+    aggregate_type: str,
+    consumer: str,
+    flags: tuple[str, ...] = (),
+    fault_switches: str = "",
+) -> Processes:
+    """`cdc-ctl consume` processes of one consumer name (and group) with LedgerHandler."""
+    return Processes(
+        stack,
+        log_dir,
+        consumer,
+        (*CONSUME, "--group", consumer, *flags),
+        {"FAULT_CONSUMER": consumer, "FAULT_AGGREGATE_TYPE": aggregate_type},
+        fault_switches,
+    )
+
+
+def relay_workers(
+    stack: Endpoints, log_dir: Path, names: DbNames, fault_switches: str = ""
+) -> Processes:
+    """`cdc-ctl relay run` workers over the outbox of `names`, with a 3 s lease."""
+    argv = (
+        sys.executable, "-m", "cdcbox.cli.main", "--schema", names.schema, "relay", "run",
+        "--lease", "3", "--batch-size", "50", "--poll-interval", "0.2",
+        "--worker-id", f"{names.schema}-{{i}}",
+    )  # fmt: skip
+    return Processes(stack, log_dir, f"relay-{names.schema}", argv, {}, fault_switches)
 
 
 @dataclass
@@ -108,19 +134,29 @@ class Scenario:
     fault_switches: str = ""
     safeguard_off: str = ""
     settle_timeout_s: float = 180.0
+    # > 0: the polling relay instead of Debezium, that many workers, on a schema of its own.
+    relays: int = 0
+    relay_fault_switches: str = ""
     aggregate_type: str = field(default_factory=lambda: unique("ledger"))
 
     def __post_init__(self) -> None:
         with psycopg.connect(self.stack.dsn) as conn:
             conn.execute(ledger.EFFECTS_DDL)
-        self.group = ConsumerGroup(
+        self.consumer = unique("ledger")
+        self.group = consumer_group(
             self.stack,
             self.tmp_path,
             self.aggregate_type,
-            unique("ledger"),
+            self.consumer,
             self.flags,
             self.fault_switches,
         )
+        self.names = DbNames()
+        if self.relays:
+            self.names = migrated_schema(
+                self.stack.dsn, DbNames(schema=unique("relay")), mode="polling"
+            )
+        self.relay = relay_workers(self.stack, self.tmp_path, self.names, self.relay_fault_switches)
 
     def run(
         self,
@@ -131,12 +167,14 @@ class Scenario:
     ) -> ledger.Ledger:
         """Stream, inject `fault` mid-stream, stream on, stop writing, settle, count."""
         self.group.start(self.consumers)
+        self.relay.start(self.relays)
         try:
             with Writers(
                 self.stack.dsn,
                 self.aggregate_type,
                 versioned=self.versioned,
                 rate_per_s=self.rate_per_s,
+                names=self.names,
             ) as writers:
                 self.writers = writers
                 eventually(
@@ -147,34 +185,38 @@ class Scenario:
                 time.sleep(after_s)
             self.settle()
         finally:
+            self.relay.stop()
             self.group.stop()
         return ledger.compute(
             self.name,
             dsn=self.stack.dsn,
             bootstrap_servers=self.stack.bootstrap_servers,
             aggregate_type=self.aggregate_type,
-            consumer=self.group.consumer,
+            consumer=self.consumer,
             rolled_back=self.writers.rolled_back,
             safeguard_off=self.safeguard_off,
+            names=self.names,
         )
 
     def applied(self) -> int:
-        return len(ledger.applied_ids(self.stack.dsn, self.group.consumer))
+        return len(ledger.applied_ids(self.stack.dsn, self.consumer))
 
     def settle(self) -> None:
         """Wait until every committed event has an effect, or the deadline passes (the
         ledger then shows what was lost)."""
-        committed = set(ledger.committed_events(self.stack.dsn, self.aggregate_type))
+        committed = set(ledger.committed_events(self.stack.dsn, self.aggregate_type, self.names))
         deadline = time.monotonic() + self.settle_timeout_s
         while time.monotonic() < deadline:
-            missing = committed - ledger.applied_ids(self.stack.dsn, self.group.consumer)
+            missing = committed - ledger.applied_ids(self.stack.dsn, self.consumer)
             if not missing:
                 return
             if not self.group.running():
                 self.group.start(1)  # a test hook may have killed the last one
+            if self.relays and not self.relay.running():
+                self.relay.start(1)
             time.sleep(0.5)
 
 
 def assert_exact(result: ledger.Ledger, scenario: Scenario) -> None:
-    assert result.exact, f"{result}\n{scenario.group.logs()}"
+    assert result.exact, f"{result}\n{scenario.group.logs()}\n{scenario.relay.logs()}"
     assert result.committed > 0 and result.delivered >= result.committed

@@ -14,7 +14,7 @@ from cdcbox import wire
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.faults import ledger
-from tests.faults.scenario import ConsumerGroup
+from tests.faults.scenario import consumer_group
 from tests.helpers import eventually, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -52,11 +52,12 @@ def test_a_consumer_whose_unread_records_retention_deleted_stops_and_says_so(
         conn.execute(ledger.EFFECTS_DDL)
     aggregate_type = unique("retained")
     topic = wire.topic_for(aggregate_type)
-    group = ConsumerGroup(stack, tmp_path, aggregate_type, unique("late"))
+    consumer = unique("late")
+    group = consumer_group(stack, tmp_path, aggregate_type, consumer)
     write(stack.dsn, aggregate_type, 0, 30)
     group.start(1)
     eventually(
-        lambda: len(ledger.applied_ids(stack.dsn, group.consumer)) == 30,
+        lambda: len(ledger.applied_ids(stack.dsn, consumer)) == 30,
         timeout=120,
         what="the first 30 applied",
     )
@@ -77,4 +78,4 @@ def test_a_consumer_whose_unread_records_retention_deleted_stops_and_says_so(
     assert error.startswith("error: the group's position is no longer on the topic")
     assert "records deleted unread" in error
     assert "Traceback" not in group.logs()
-    assert len(ledger.applied_ids(stack.dsn, group.consumer)) == 30  # nothing else applied
+    assert len(ledger.applied_ids(stack.dsn, consumer)) == 30  # nothing else applied

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 
+from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 
 
@@ -30,8 +31,10 @@ class Writers:
         rate_per_s: float = 150.0,
         versioned: bool = True,
         rollback_every: int = 13,
+        names: DbNames = DbNames(),
     ) -> None:
         self.dsn = dsn
+        self.names = names
         self.aggregate_type = aggregate_type
         self.versioned = versioned
         self.rollback_every = rollback_every
@@ -61,7 +64,7 @@ class Writers:
             thread.join(timeout=60)
 
     def _run(self, t: int) -> None:
-        outbox = Outbox()
+        outbox = Outbox(self.names)
         next_n = [1] * self.aggregates_per_thread
         conn: psycopg.Connection[Any] | None = None
         i = 0

@@ -1,0 +1,87 @@
+"""The fault ledger over the polling relay (writers → outbox → `cdc-ctl relay run` workers
+→ Kafka → consumer processes): workers killed mid-batch, frozen while holding a lease,
+and the broker frozen past the relay's send timeout. Same requirements as CDC: lost = 0,
+effects exactly once, order held, no rolled-back event delivered."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from cdcbox.stack.config import StackConfig
+from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.kafka import NativeKafka
+from tests.faults.scenario import Scenario, assert_exact
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(420)]
+
+
+def relay_scenario(name: str, stack: Endpoints, tmp_path: Path, **options: object) -> Scenario:
+    return Scenario(name, stack, tmp_path, relays=2, **options)  # type: ignore[arg-type]
+
+
+def test_relay_workers_sigkilled_mid_batch(stack: Endpoints, tmp_path: Path) -> None:
+    def fault(s: Scenario) -> None:
+        for _ in range(3):
+            s.relay.kill_one(signal.SIGKILL)  # its claimed rows wait out their lease
+            s.relay.start(1)
+            time.sleep(2)
+
+    scenario = relay_scenario("relay worker SIGKILL x3", stack, tmp_path)
+    assert_exact(scenario.run(fault), scenario)
+
+
+def test_a_relay_worker_frozen_while_holding_a_lease(stack: Endpoints, tmp_path: Path) -> None:
+    """Its rows are taken over when the 3 s lease expires; when it thaws, its settle
+    changes only rows it still holds, so nothing it sent late is counted twice."""
+
+    def fault(s: Scenario) -> None:
+        frozen = s.relay.kill_one(signal.SIGSTOP)
+        time.sleep(8)  # well past the lease
+        frozen.send_signal(signal.SIGCONT)
+
+    scenario = relay_scenario("relay worker SIGSTOP past its lease", stack, tmp_path)
+    assert_exact(scenario.run(fault), scenario)
+
+
+def test_the_broker_frozen_past_the_relay_send_timeout(
+    stack: Endpoints, native_stack: StackConfig, tmp_path: Path
+) -> None:
+    kafka = NativeKafka(native_stack, None).pid_record()
+    assert kafka is not None and kafka.alive()
+
+    def fault(s: Scenario) -> None:
+        os.kill(kafka.pid, signal.SIGSTOP)
+        try:
+            time.sleep(10)  # five send timeouts: batches fail and back off
+        finally:
+            os.kill(kafka.pid, signal.SIGCONT)
+
+    scenario = relay_scenario("broker frozen past the relay's send timeout", stack, tmp_path)
+    scenario.relay.argv = (*scenario.relay.argv, "--send-timeout", "2")
+    assert_exact(scenario.run(fault), scenario)
+
+
+def test_without_the_lease_check_two_workers_publish_the_same_rows(
+    stack: Endpoints, tmp_path: Path
+) -> None:
+    """No fault at all: each worker takes rows the other holds, so rows go out twice. The
+    inbox keeps the effects exact; the ledger shows the duplicates the lease prevents."""
+
+    def no_fault(s: Scenario) -> None:
+        pass
+
+    scenario = relay_scenario(
+        "two relay workers, no fault",
+        stack,
+        tmp_path,
+        relay_fault_switches="no-relay-lease-check",
+        safeguard_off="relay lease check",
+    )
+    result = scenario.run(no_fault)
+    assert result.duplicates > 0, result
+    assert result.lost == 0 and result.double_effects == 0
