@@ -6,13 +6,31 @@ carrying the status and Connect's own message.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
 
-from cdcbox.errors import ConfigError, ConnectError, ServiceUnavailable
+from cdcbox.errors import ConfigError, ConnectError, ServiceUnavailable, UsageError
+
+_CONNECTOR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
+
+
+def check_connector_name(name: str) -> str:
+    """`name`, if it is one cdcbox manages: letters, digits, '.', '_', '-' (it appears in
+    REST paths, slot and topic names); a `UsageError` naming it otherwise."""
+    if not isinstance(name, str) or not _CONNECTOR_NAME.fullmatch(name):
+        raise UsageError(
+            f"connector name {name!r} may hold only letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def connector_path(name: str) -> str:
+    return quote(check_connector_name(name), safe="")
 
 
 class ConnectClient:
@@ -47,9 +65,11 @@ class ConnectClient:
             ) from e
         if response.status_code >= 400 and response.status_code not in allow:
             try:
-                message = response.json().get("message", response.text)
-            except ValueError:
-                message = response.text
+                message = str(response.json().get("message", response.text))
+            except ValueError:  # an HTML error page from the worker's web server
+                title = re.search(r"<title>(.*?)</title>", response.text, re.S)
+                message = title.group(1) if title else response.text
+            message = " ".join(message.split())
             raise ConnectError(
                 f"Kafka Connect {method} {path}: HTTP {response.status_code}: {message}",
                 status=response.status_code,
@@ -70,42 +90,42 @@ class ConnectClient:
         return list(self._request("GET", "/connectors").json())
 
     def config(self, name: str) -> dict[str, str] | None:
-        response = self._request("GET", f"/connectors/{quote(name, safe='')}/config", allow=(404,))
+        response = self._request("GET", f"/connectors/{connector_path(name)}/config", allow=(404,))
         return None if response.status_code == 404 else dict(response.json())
 
     def put_config(self, name: str, config: dict[str, str]) -> dict[str, Any]:
         return dict(
-            self._request("PUT", f"/connectors/{quote(name, safe='')}/config", config).json()
+            self._request("PUT", f"/connectors/{connector_path(name)}/config", config).json()
         )
 
     def status(self, name: str) -> dict[str, Any] | None:
-        response = self._request("GET", f"/connectors/{quote(name, safe='')}/status", allow=(404,))
+        response = self._request("GET", f"/connectors/{connector_path(name)}/status", allow=(404,))
         return None if response.status_code == 404 else dict(response.json())
 
     def delete(self, name: str) -> None:
-        self._request("DELETE", f"/connectors/{quote(name, safe='')}")
+        self._request("DELETE", f"/connectors/{connector_path(name)}")
 
     def pause(self, name: str) -> None:
-        self._request("PUT", f"/connectors/{quote(name, safe='')}/pause")
+        self._request("PUT", f"/connectors/{connector_path(name)}/pause")
 
     def resume(self, name: str) -> None:
-        self._request("PUT", f"/connectors/{quote(name, safe='')}/resume")
+        self._request("PUT", f"/connectors/{connector_path(name)}/resume")
 
     def stop(self, name: str) -> None:
-        self._request("PUT", f"/connectors/{quote(name, safe='')}/stop")
+        self._request("PUT", f"/connectors/{connector_path(name)}/stop")
 
     def restart(self, name: str, include_tasks: bool = False, only_failed: bool = False) -> None:
         query = f"includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
-        self._request("POST", f"/connectors/{quote(name, safe='')}/restart?{query}")
+        self._request("POST", f"/connectors/{connector_path(name)}/restart?{query}")
 
     def offsets(self, name: str) -> dict[str, Any]:
-        return dict(self._request("GET", f"/connectors/{quote(name, safe='')}/offsets").json())
+        return dict(self._request("GET", f"/connectors/{connector_path(name)}/offsets").json())
 
     def alter_offsets(self, name: str, offsets: dict[str, Any]) -> None:
-        self._request("PATCH", f"/connectors/{quote(name, safe='')}/offsets", offsets)
+        self._request("PATCH", f"/connectors/{connector_path(name)}/offsets", offsets)
 
     def reset_offsets(self, name: str) -> None:
-        self._request("DELETE", f"/connectors/{quote(name, safe='')}/offsets")
+        self._request("DELETE", f"/connectors/{connector_path(name)}/offsets")
 
     def wait_until(
         self, name: str, reached: str, timeout_s: float, poll_s: float = 0.3

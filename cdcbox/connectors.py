@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from cdcbox.connect import ConnectClient
-from cdcbox.errors import SpecError
+from cdcbox.connect import ConnectClient, check_connector_name
+from cdcbox.errors import SpecError, UsageError
 
 _VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
 _PLACEHOLDER = re.compile(r"\$\{[a-z][a-zA-Z0-9_-]*:[^}]+\}")
@@ -83,6 +83,10 @@ def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:
         return _VARIABLE.sub(one, _stringify(value))
 
     name = substitute("name", raw["name"])
+    try:
+        check_connector_name(name)
+    except UsageError as e:
+        raise SpecError(f"{path}: {e}") from None
     config = {str(k): substitute(str(k), v) for k, v in raw["config"].items()}
     if "connector.class" not in config:
         raise SpecError(f"{path}: config needs connector.class")

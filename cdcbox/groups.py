@@ -51,6 +51,8 @@ def lag(kafka: KafkaSettings, group: str) -> list[PartitionLag]:
     """Per partition the group has committed to: committed offset, end offset, lag."""
     done = committed(kafka, group)
     if not done:
+        if group not in {g for g, _ in list_groups(kafka)}:
+            raise UsageError(f"no consumer group named {group!r} (see `cdc-ctl groups list`)")
         return []
     with _offsets_reader(kafka) as reader:
         ends = reader.end_offsets(list(done))

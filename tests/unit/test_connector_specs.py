@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from cdcbox.connect import check_connector_name
 from cdcbox.connectors import REDACTED, diff, load_specs, redact, render
-from cdcbox.errors import SpecError
+from cdcbox.errors import SpecError, UsageError
 from cdcbox.limit_checks import connector_limit_check
 from cdcbox.limits import EventLimits
 from cdcbox.resources import resource_dir
@@ -107,3 +108,14 @@ def test_doctor_checks_the_connector_takes_the_largest_outbox_record() -> None:
     assert "producer.override.max.request.size >= 2016384" in raised.fix
     spec.config["producer.override.max.request.size"] = "2100000"
     assert connector_limit_check(spec, EventLimits(2_000_000)).ok
+
+
+@pytest.mark.parametrize("name", ["../connector-plugins", "a b", "", "-x", "x/y", "é"])
+def test_connector_names_that_are_not_safe_everywhere_are_refused(
+    tmp_path: Path, name: str
+) -> None:
+    with pytest.raises(UsageError, match="connector name"):
+        check_connector_name(name)
+    path = write(tmp_path, f"name: '{name}'\nconfig:\n  connector.class: X\n")
+    with pytest.raises(SpecError, match="connector name"):
+        load_specs(path, env=ENV)

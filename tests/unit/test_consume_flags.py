@@ -15,6 +15,8 @@ from cdcbox.cli.common import Settings
 from cdcbox.cli.consume import consume, consumer_config, load_handler
 from cdcbox.cli.main import cli
 from cdcbox.consumer import ConsumerConfig
+from cdcbox.errors import ConfigError
+from cdcbox.fault_switches import FaultSwitches
 from cdcbox.resources import resource_dir
 
 SETTINGS = Settings(dsn="dbname=x", bootstrap_servers="k:9092", connect_url=None, connect_auth=None)
@@ -90,7 +92,8 @@ def test_every_field_is_a_flag_and_an_environment_variable(
         "create_missing_topics": ("CDCBOX_CREATE_TOPICS", "false", False),
         "metadata_max_age_ms": ("CDCBOX_METADATA_MAX_AGE_MS", "1000", 1000),
     }
-    assert set(cases) == leaf_fields(ConsumerConfig) - FROM_SETTINGS
+    test_only = {f for f in leaf_fields(ConsumerConfig) if f.startswith("fault_switches.")}
+    assert set(cases) == leaf_fields(ConsumerConfig) - FROM_SETTINGS - test_only
     for name, (envvar, raw, expected) in cases.items():
         with monkeypatch.context() as m:
             config = parsed(m, {envvar: raw})
@@ -102,6 +105,22 @@ def test_every_field_is_a_flag_and_an_environment_variable(
     help_text = command.get_help(command.make_context("consume", ["m:H"]))
     for envvar, _, _ in cases.values():
         assert envvar in " ".join(help_text.split()), f"--help does not name {envvar}"
+
+
+def test_the_fault_suites_switches_come_only_from_their_variable_and_are_not_advertised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with monkeypatch.context() as m:
+        assert parsed(m, {}).fault_switches == FaultSwitches()
+    with monkeypatch.context() as m:
+        switches = parsed(
+            m, {"CDCBOX_FAULT_SWITCHES": "no-inbox-dedupe,kill-after-records=5"}
+        ).fault_switches
+    assert switches == FaultSwitches(no_inbox_dedupe=True, kill_after_records=5)
+    with pytest.raises(ConfigError, match="unknown switch 'skip-checks'"):
+        FaultSwitches.parse("skip-checks")
+    command = cli.commands["consume"]
+    assert "FAULT" not in command.get_help(command.make_context("consume", ["m:H"]))
 
 
 def test_a_handler_module_in_the_current_directory_is_found(
