@@ -131,7 +131,8 @@ class ConnectClient:
         self, name: str, reached: str, timeout_s: float, poll_s: float = 0.3
     ) -> dict[str, Any]:
         """Poll the status until the connector is `reached` (RUNNING also needs every task
-        RUNNING); a FAILED connector or task raises at once with its trace."""
+        RUNNING, and a FAILED connector or task then raises at once with its trace; a
+        failed connector being stopped or paused is only waited for)."""
         deadline = time.monotonic() + timeout_s
         last: dict[str, Any] | None = None
         while True:
@@ -139,7 +140,7 @@ class ConnectClient:
             if last:
                 tasks = last.get("tasks", [])
                 failed = [t for t in tasks if t["state"] == "FAILED"]
-                if last["connector"]["state"] == "FAILED" or failed:
+                if reached == "RUNNING" and (last["connector"]["state"] == "FAILED" or failed):
                     trace = (failed[0] if failed else last["connector"]).get("trace", "")
                     raise ConnectError(f"connector {name!r} FAILED:\n{trace}")
                 if last["connector"]["state"] == reached and (

@@ -27,6 +27,7 @@ class DbNames:
     bindings: str = "consumer_group_binding"
     breakers: str = "consumer_breaker"
     breaker_failures: str = "consumer_breaker_failure"
+    quarantine: str = "outbox_quarantine"
     migrations: str = "cdcbox_schema_migrations"
     publication: str = "cdcbox_outbox"
     debezium_role: str = "cdcbox_debezium"
@@ -66,6 +67,7 @@ class DbNames:
             "bindings": self.table("bindings"),
             "breakers": self.table("breakers"),
             "breaker_failures": self.table("breaker_failures"),
+            "quarantine": self.table("quarantine"),
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
             "inbox_purge_index": sql.Identifier(f"{self.inbox}_purge_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from cdcbox import connectors as specs
-from cdcbox.cli.common import handle_errors, json_option, print_json, print_table
+from cdcbox import quarantine
+from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, yes_option
 from cdcbox.cli.common import settings as settings_of
 from cdcbox.errors import UsageError
 from cdcbox.resources import resource_dir
@@ -131,3 +132,31 @@ def restart(ctx: click.Context, connector: str, failed_only: bool, include_tasks
         connector, include_tasks=include_tasks, only_failed=failed_only
     )
     click.echo(f"{connector}: restart requested")
+
+
+@connectors_group.command("quarantine")
+@click.argument("connector")
+@click.option(
+    "--topic",
+    default=quarantine.DEFAULT_TOPIC,
+    show_default=True,
+    help="Where the stuck event is published, with the error, beside the quarantine table.",
+)
+@yes_option
+@click.pass_context
+@handle_errors
+def quarantine_command(ctx: click.Context, connector: str, topic: str, yes: bool) -> None:
+    """Get a connector whose task FAILED on one record moving again, keeping that record:
+    it is found from what the slot holds past the connector's offset, kept in the
+    quarantine table and topic, and the connector resumes right after it."""
+    if not yes:
+        click.confirm(
+            f"{connector!r} is stopped meanwhile and resumes past the record it failed on. Go on?",
+            abort=True,
+        )
+    s = settings_of(ctx)
+    with s.database() as conn:
+        report = quarantine.quarantine(
+            s.connect_client(), conn, s.kafka(), connector, s.names, topic, s.limits
+        )
+    click.echo(report.describe())

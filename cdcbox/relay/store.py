@@ -88,6 +88,7 @@ class RelayStore:
             "AS f(id, delay, error, dead) "
             "WHERE o.id = f.id AND o.status = 'PROCESSING' AND o.locked_by = %s"
         ).format(t=t)
+        self._by_id = sql.SQL("SELECT {cols} FROM {t} WHERE id = ANY(%s)").format(cols=cols, t=t)
         self._release = sql.SQL(
             "UPDATE {t} SET status = CASE WHEN retry_count > 0 THEN 'RETRY' ELSE 'PENDING' END, "
             "locked_by = NULL, locked_until = NULL "
@@ -101,6 +102,11 @@ class RelayStore:
             "UPDATE {t} SET status = 'RETRY', retry_count = 0, next_retry_at = now() "
             "WHERE status = 'DEAD' AND id = ANY(%s) RETURNING id"
         ).format(t=t)
+
+    def rows_by_id(self, conn: psycopg.Connection[Any], ids: list[int]) -> dict[int, OutboxRow]:
+        """The rows with these ids (whatever their status), by id."""
+        found = conn.execute(self._by_id, (ids,))
+        return {row.id: row for row in (OutboxRow(*r) for r in found)}
 
     def claim(
         self, conn: psycopg.Connection[Any], worker: str, limit: int, lease_s: float, ordered: bool
