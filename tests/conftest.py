@@ -31,7 +31,7 @@ from cdcbox.stack.secrets import StackSecrets, read_password_properties
 ROOT = Path(__file__).resolve().parents[1]
 
 
-LAYERS = ("unit", "integration", "e2e", "faults")
+LAYERS = ("unit", "integration", "e2e", "faults", "cluster")
 
 
 def _layer(item: pytest.Item) -> str:
@@ -119,6 +119,8 @@ def _migrate(dsn: str, debezium_password_file: Path) -> None:
 
 
 SESSION = SessionStack()
+# tests/cluster start a second, 3-broker stack: run by `scripts/test --cluster` only.
+collect_ignore = [] if os.environ.get("CDCBOX_CLUSTER") == "1" else ["cluster"]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

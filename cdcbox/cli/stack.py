@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -105,10 +106,30 @@ def stack() -> None:
     default=None,
     help="Force a runner; default: compose when a Docker engine answers, else native.",
 )
+@click.option(
+    "--brokers",
+    type=click.Choice(["1", "3"]),
+    default="1",
+    show_default=True,
+    envvar="CDCBOX_STACK_BROKERS",
+    help="KRaft nodes; 3 is the production shape (RF 3, min.insync.replicas 2).",
+)
+@click.option(
+    "--connect-workers",
+    type=click.IntRange(1, 4),
+    default=1,
+    show_default=True,
+    envvar="CDCBOX_STACK_CONNECT_WORKERS",
+    help="Kafka Connect workers in one group (REST on --connect-port + i).",
+)
 @handle_errors
-def up(mode: str | None, **kwargs: object) -> None:
+def up(mode: str | None, brokers: str, connect_workers: int, **kwargs: object) -> None:
     """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
-    config = _config(**kwargs)  # type: ignore[arg-type]
+    config = dataclasses.replace(
+        _config(**kwargs),  # type: ignore[arg-type]
+        brokers=int(brokers),
+        connect_workers=connect_workers,
+    )
     endpoints = runner.up(config, mode)  # type: ignore[arg-type]
     click.echo(f"stack is up ({config.state_dir}); to use it:", err=True)
     click.echo(endpoints.exports(), nl=False)

@@ -74,6 +74,44 @@ class StackConfig:
     ready_timeout_s: float = 180.0
     # The broker's message.max.bytes and Connect's producer max.request.size follow it.
     limits: EventLimits = field(default_factory=EventLimits)
+    # The production shape on loopback: 3 KRaft nodes (RF 3, min.insync.replicas 2) and
+    # 2 Connect workers in one group. Node i listens on kafka + 2i / controller + 2i,
+    # worker j on connect + j.
+    brokers: int = 1
+    connect_workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.brokers not in (1, 3):
+            raise ConfigError(f"--brokers must be 1 or 3 (a KRaft quorum), not {self.brokers}")
+        if not 1 <= self.connect_workers <= 4:
+            raise ConfigError(f"--connect-workers must be 1 to 4, not {self.connect_workers}")
+
+    # Heaps that fit a 2-core machine with every process of a cluster on it.
+    @property
+    def broker_heap_mb(self) -> int:
+        return self.kafka_heap_mb if self.brokers == 1 else min(self.kafka_heap_mb, 512)
+
+    @property
+    def worker_heap_mb(self) -> int:
+        return self.connect_heap_mb if self.connect_workers == 1 else min(self.connect_heap_mb, 768)
+
+    @property
+    def replication_factor(self) -> int:
+        return min(3, self.brokers)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return 2 if self.brokers >= 3 else 1
+
+    def kafka_port(self, node: int) -> int:
+        return self.ports.kafka + 2 * node
+
+    def controller_port(self, node: int) -> int:
+        return self.ports.controller + 2 * node
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{self.kafka_port(n)}" for n in range(self.brokers))
 
     @property
     def versions(self) -> StackVersions:

@@ -26,6 +26,7 @@ def worker_properties(
     rest_port: int,
     plugin_path: str,
     limits: EventLimits = EventLimits(),
+    replication_factor: int = 1,
 ) -> dict[str, str]:
     """The Connect worker config shared by the native runner (compose sets the same)."""
     return {
@@ -34,9 +35,9 @@ def worker_properties(
         "config.storage.topic": "cdcbox-connect-configs",
         "offset.storage.topic": "cdcbox-connect-offsets",
         "status.storage.topic": "cdcbox-connect-status",
-        "config.storage.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
+        "config.storage.replication.factor": str(replication_factor),
+        "offset.storage.replication.factor": str(replication_factor),
+        "status.storage.replication.factor": str(replication_factor),
         "offset.storage.partitions": "1",
         "status.storage.partitions": "1",
         "offset.flush.interval.ms": "1000",
@@ -52,26 +53,33 @@ def worker_properties(
         "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
         "connector.client.config.override.policy": "All",
         "task.shutdown.graceful.timeout.ms": "10000",
+        # A worker that died gives its connectors and tasks back after 15 s, not after
+        # the 5 minutes Connect waits by default for it to come back.
+        "scheduled.rebalance.max.delay.ms": "15000",
         # Source tasks' producers take the largest record an outbox row may become.
         "producer.max.request.size": str(limits.producer_max_request_size),
     }
 
 
 class NativeConnect(JvmComponent):
-    name = "connect"
+    """Worker `worker` of the stack's one Connect group (all workers share its topics)."""
 
-    def __init__(self, config: StackConfig, layout: JvmLayout | None, bootstrap: str) -> None:
+    def __init__(
+        self, config: StackConfig, layout: JvmLayout | None, bootstrap: str, worker: int = 0
+    ) -> None:
         super().__init__(layout)
         self.config = config
         self.bootstrap = bootstrap
-        self.root = config.state_dir / "connect"
+        self.port = config.ports.connect + worker
+        self.name = f"connect-{worker}" if worker else "connect"
+        self.root = config.state_dir / self.name
         self.properties = self.root / "connect-distributed.properties"
-        self.log_file = config.state_dir / "logs" / "connect.log"
+        self.log_file = config.state_dir / "logs" / f"{self.name}.log"
         self.pid_file = self.root / "connect.pid"
 
     @property
     def url(self) -> str:
-        return f"http://{self.config.host}:{self.config.ports.connect}"
+        return f"http://{self.config.host}:{self.port}"
 
     def start(self) -> None:
         if self.running():
@@ -81,16 +89,17 @@ class NativeConnect(JvmComponent):
             worker_properties(
                 self.bootstrap,
                 self.config.host,
-                self.config.ports.connect,
+                self.port,
                 str(self._layout().plugin_path),
                 self.config.limits,
+                self.config.replication_factor,
             ),
         )
         record = process.spawn(
             jvm_argv(
                 self._layout(),
                 self.config.infra_dir,
-                self.config.connect_heap_mb,
+                self.config.worker_heap_mb,
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(self.properties),
             ),

@@ -1,7 +1,9 @@
-"""Kafka for the native stack: one combined broker/controller node in KRaft mode.
+"""Kafka for the native stack: combined broker/controller nodes in KRaft mode.
 
-On a single node every internal topic's replication factor must be 1; the storage is
-formatted once (standalone controller quorum) and reused on later starts.
+One node (the default) uses a standalone controller quorum and replication factor 1.
+A cluster (`--brokers 3`) has a static quorum of all its nodes, replication factor 3
+and min.insync.replicas 2 for every topic, internal ones included. Storage is formatted
+once, with one cluster id shared by the nodes, and reused on later starts.
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
 
-_SINGLE_NODE = {
-    "offsets.topic.replication.factor": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    "share.coordinator.state.topic.replication.factor": "1",
-    "share.coordinator.state.topic.min.isr": "1",
-    "default.replication.factor": "1",
-    "min.insync.replicas": "1",
-    # Consumers in tests and the demo join one at a time; do not wait 3 s for more.
-    "group.initial.rebalance.delay.ms": "0",
-}
+
+def replication(config: StackConfig) -> dict[str, str]:
+    rf, isr = str(config.replication_factor), str(config.min_insync_replicas)
+    return {
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": isr,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": isr,
+        "default.replication.factor": rf,
+        "min.insync.replicas": isr,
+        # Consumers in tests and the demo join one at a time; do not wait 3 s for more.
+        "group.initial.rebalance.delay.ms": "0",
+    }
 
 
 def write_properties(path: Path, values: dict[str, str]) -> None:
@@ -80,33 +85,49 @@ class JvmComponent:
 
 
 class NativeKafka(JvmComponent):
-    name = "kafka"
-
-    def __init__(self, config: StackConfig, layout: JvmLayout | None) -> None:
+    def __init__(self, config: StackConfig, layout: JvmLayout | None, node: int = 0) -> None:
         super().__init__(layout)
         self.config = config
-        self.root = config.state_dir / "kafka"
+        self.node = node
+        suffix = f"-{node}" if node else ""
+        self.name = f"kafka{suffix}"
+        self.root = config.state_dir / self.name
         self.log_dir = self.root / "data"
         self.properties = self.root / "server.properties"
-        self.log_file = config.state_dir / "logs" / "kafka.log"
+        self.log_file = config.state_dir / "logs" / f"{self.name}.log"
         self.pid_file = self.root / "kafka.pid"
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.config.host}:{self.config.ports.kafka}"
+        """This node's listener (`StackConfig.bootstrap_servers` lists every node)."""
+        return f"{self.config.host}:{self.config.kafka_port(self.node)}"
 
     def start(self) -> None:
+        self.spawn()
+        self.await_ready()
+
+    def spawn(self) -> None:
+        """Start the JVM without waiting: a cluster's nodes must all be starting before
+        any of them can elect a controller."""
         if self.running():
             return
-        host, ports = self.config.host, self.config.ports
+        config, host = self.config, self.config.host
+        controller = f"{host}:{config.controller_port(self.node)}"
+        if config.brokers == 1:
+            quorum = {"controller.quorum.bootstrap.servers": controller}
+        else:
+            voters = ",".join(
+                f"{n + 1}@{host}:{config.controller_port(n)}" for n in range(config.brokers)
+            )
+            quorum = {"controller.quorum.voters": voters}
         write_properties(
             self.properties,
             {
                 "process.roles": "broker,controller",
-                "node.id": "1",
-                "controller.quorum.bootstrap.servers": f"{host}:{ports.controller}",
-                "listeners": f"PLAINTEXT://{host}:{ports.kafka},CONTROLLER://{host}:{ports.controller}",
-                "advertised.listeners": f"PLAINTEXT://{host}:{ports.kafka}",
+                "node.id": str(self.node + 1),
+                **quorum,
+                "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
+                "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
                 "controller.listener.names": "CONTROLLER",
                 "inter.broker.listener.name": "PLAINTEXT",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -114,22 +135,27 @@ class NativeKafka(JvmComponent):
                 "num.partitions": str(self.config.default_partitions),
                 "auto.create.topics.enable": "true",
                 "message.max.bytes": str(self.config.limits.broker_max_message_bytes),
-                **_SINGLE_NODE,
+                **replication(config),
             },
         )
         if not (self.log_dir / "meta.properties").exists():
             self._format()
-        record = process.spawn(
+        process.spawn(
             jvm_argv(
                 self._layout(),
                 self.config.infra_dir,
-                self.config.kafka_heap_mb,
+                self.config.broker_heap_mb,
                 "kafka.Kafka",
                 str(self.properties),
             ),
             log_file=self.log_file,
             pid_file=self.pid_file,
         )
+
+    def await_ready(self) -> None:
+        record = self.pid_record()
+        if record is None:
+            raise StackError(f"{self.name} was not started")
         if not process.wait_until(
             lambda: self._answers() or not record.alive(),
             self.config.ready_timeout_s,
@@ -143,7 +169,6 @@ class NativeKafka(JvmComponent):
             )
 
     def _format(self) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         argv = jvm_argv(
             self._layout(),
             self.config.infra_dir,
@@ -151,14 +176,22 @@ class NativeKafka(JvmComponent):
             "kafka.tools.StorageTool",
             "format",
             "-t",
-            cluster_id,
+            self._cluster_id(),
             "-c",
             str(self.properties),
-            "--standalone",
+            *(["--standalone"] if self.config.brokers == 1 else []),
         )
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise StackError(f"Kafka storage format failed:\n{result.stdout}{result.stderr}")
+
+    def _cluster_id(self) -> str:
+        """One id for every node of this stack, made by the first node formatted."""
+        path = self.config.state_dir / "kafka-cluster-id"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+        return path.read_text().strip()
 
     def _answers(self) -> bool:
         """True once the broker serves metadata (the cluster has a controller)."""

@@ -6,10 +6,11 @@ so `down` stops exactly what `up` started.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cdcbox.errors import StackError
 from cdcbox.stack.compose import ComposeStack, docker_engine_answers
@@ -53,9 +54,18 @@ def up(config: StackConfig, mode: Mode | None = None) -> Endpoints:
 def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
     config.state_dir.mkdir(parents=True, exist_ok=True)
     config.state_dir.chmod(0o755)
+    recorded = _recorded(config)
+    shape = {"brokers": config.brokers, "connect_workers": config.connect_workers}
+    was = {k: recorded.get(k, 1) for k in shape}
+    if recorded and was != shape and (config.state_dir / "kafka" / "data").exists():
+        raise StackError(
+            f"the stack in {config.state_dir} has {was['brokers']} broker(s) and "
+            f"{was['connect_workers']} Connect worker(s): start it with those, or "
+            "`cdc-ctl stack down --purge` it first"
+        )
     secrets = _secrets(config)
     secrets.ensure(config.host, config.ports.postgres)
-    _mode_file(config).write_text(json.dumps({"mode": mode}) + "\n")
+    _mode_file(config).write_text(json.dumps({"mode": mode, **shape}) + "\n")
     return secrets
 
 
@@ -73,15 +83,22 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
     postgres = NativePostgres(config, secrets)
     postgres.start()
     layout = resolve_jars(config)
-    kafka = NativeKafka(config, layout)
-    kafka.start()
-    connect = NativeConnect(config, layout, kafka.bootstrap)
-    connect.start()
+    nodes = [NativeKafka(config, layout, n) for n in range(config.brokers)]
+    for node in nodes:  # all of a quorum must be starting before one can answer
+        node.spawn()
+    for node in nodes:
+        node.await_ready()
+    workers = [
+        NativeConnect(config, layout, config.bootstrap_servers, w)
+        for w in range(config.connect_workers)
+    ]
+    for worker in workers:
+        worker.start()
     return Endpoints(
         dsn=postgres.dsn(),
         pgpassfile=str(secrets.pgpass),
-        bootstrap_servers=kafka.bootstrap,
-        connect_url=connect.url,
+        bootstrap_servers=config.bootstrap_servers,
+        connect_url=workers[0].url,
         connect_db_host=config.host,
         connect_db_port=str(config.ports.postgres),
         connect_db_name=config.database,
@@ -90,10 +107,18 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
     )
 
 
-def _recorded_mode(config: StackConfig) -> Mode | None:
+def _recorded(config: StackConfig) -> dict[str, Any]:
+    """What `up` wrote to stack.json: the mode and the cluster shape."""
     try:
-        mode = json.loads(_mode_file(config).read_text())["mode"]
-    except (OSError, ValueError, KeyError):
+        recorded = json.loads(_mode_file(config).read_text())
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def _recorded_mode(config: StackConfig) -> Mode | None:
+    mode = _recorded(config).get("mode")
+    if mode is None:
         return None
     return "compose" if mode == "compose" else "native"
 
@@ -105,7 +130,7 @@ def down(config: StackConfig, purge: bool = False) -> None:
         ComposeStack(config, _secrets(config)).down(purge=purge)
     elif mode == "native":
         errors = []
-        for component in _native_components(config):
+        for component in native_components(config):
             try:
                 component.stop()
             except (StackError, OSError) as e:
@@ -118,26 +143,40 @@ def down(config: StackConfig, purge: bool = False) -> None:
         shutil.rmtree(config.state_dir)
 
 
-def _native_components(config: StackConfig) -> list[NativeConnect | NativeKafka | NativePostgres]:
-    """The native components in stop order; built without jars, pid files suffice."""
-    kafka = NativeKafka(config, None)
-    return [
-        NativeConnect(config, None, kafka.bootstrap),
-        kafka,
-        NativePostgres(config, _secrets(config)),
+def native_components(config: StackConfig) -> list[NativeConnect | NativeKafka | NativePostgres]:
+    """The native components in stop order, in the shape `up` recorded; built without
+    jars (pid files suffice to stop or inspect them)."""
+    recorded = _recorded(config)
+    shape = dataclasses.replace(
+        config,
+        brokers=int(recorded.get("brokers", config.brokers)),
+        connect_workers=int(recorded.get("connect_workers", config.connect_workers)),
+    )
+    workers = [
+        NativeConnect(shape, None, shape.bootstrap_servers, w) for w in range(shape.connect_workers)
     ]
+    nodes = [NativeKafka(shape, None, n) for n in range(shape.brokers)]
+    return [*workers, *nodes, NativePostgres(shape, _secrets(shape))]
 
 
 def status(config: StackConfig) -> list[ComponentStatus]:
     if _recorded_mode(config) == "compose":
         return ComposeStack(config, _secrets(config)).status()
     result = []
-    for component in reversed(_native_components(config)):
+    components = native_components(config)
+    by_kind = [c for c in components if c.name == "postgres"]
+    by_kind += sorted((c for c in components if c.name.startswith("kafka")), key=_order)
+    by_kind += sorted((c for c in components if c.name.startswith("connect")), key=_order)
+    for component in by_kind:
         record = component.pid_record()
         running = record is not None and record.alive()
         detail = f"pid {record.pid}, log {component.log_file}" if record and running else "stopped"
         result.append(ComponentStatus(component.name, running, detail))
     return result
+
+
+def _order(component: NativeConnect | NativeKafka | NativePostgres) -> tuple[int, str]:
+    return len(component.name), component.name  # kafka, kafka-1, kafka-2
 
 
 def endpoints(config: StackConfig) -> Endpoints:

@@ -33,8 +33,11 @@ CREATE TABLE IF NOT EXISTS fault_effect (
     consumer_name text      NOT NULL,
     event_id      uuid      NOT NULL,
     aggregate_id  text      NOT NULL,
-    n             bigint    NOT NULL
-)"""
+    n             bigint    NOT NULL,
+    applied_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+ALTER TABLE fault_effect
+    ADD COLUMN IF NOT EXISTS applied_at timestamptz NOT NULL DEFAULT clock_timestamp()"""
 COLUMNS = (
     "scenario",
     "committed",
@@ -45,6 +48,7 @@ COLUMNS = (
     "lost",
     "order_violations",
     "rolled_back_seen",
+    "max_stall_s",
 )
 
 
@@ -59,6 +63,7 @@ class Ledger:
     lost: int  # committed events without an effect
     order_violations: int  # aggregates whose first effects are not in write order
     rolled_back_seen: int  # rolled-back events delivered or applied
+    max_stall_s: float = 0.0  # longest time with no new effect while events were written
     safeguard_off: str = ""
 
     @property
@@ -87,6 +92,18 @@ def committed_events(
             (aggregate_type,),
         ).fetchall()
     return {r[0]: (r[1], int(json.loads(r[2])["n"])) for r in rows}
+
+
+def max_stall_s(dsn: str, consumer: str) -> float:
+    """The longest gap between consecutive effects (writers never pause that long)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT coalesce(max(gap), 0) FROM (SELECT extract(epoch FROM applied_at - "
+            "lag(applied_at) OVER (ORDER BY seq)) AS gap FROM fault_effect "
+            "WHERE consumer_name = %s) AS gaps",
+            (consumer,),
+        ).fetchone()
+    return round(float(row[0]) if row else 0.0, 1)
 
 
 def effect_rows(dsn: str, consumer: str) -> list[tuple[uuid.UUID, str, int]]:
@@ -173,6 +190,7 @@ def compute(
         lost=len(set(committed) - applied),
         order_violations=order_violations(effects),
         rolled_back_seen=len(leaked),
+        max_stall_s=max_stall_s(dsn, consumer),
         safeguard_off=safeguard_off,
     )
     ledger.record()

@@ -1,0 +1,48 @@
+"""A second native stack in the production shape for tests/cluster: three KRaft nodes
+(RF 3, min.insync.replicas 2) and two Connect workers in one group, on ports of its own
+beside the session's single-node stack. Started by the first cluster test, stopped by
+pid at the end of the session."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from cdcbox.connect import ConnectClient
+from cdcbox.connectors import apply, load_specs
+from cdcbox.resources import resource_dir
+from cdcbox.stack import runner
+from cdcbox.stack.config import Ports, StackConfig
+from cdcbox.stack.endpoints import Endpoints
+from tests.conftest import ROOT, SESSION, _migrate
+
+CLUSTER = StackConfig(
+    state_dir=ROOT / ".cdcbox" / "pytest-cluster",
+    cache_dir=SESSION.config.cache_dir,
+    infra_dir=resource_dir("infra"),
+    ports=Ports(postgres=56432, kafka=60092, controller=60093, connect=59083),
+    brokers=3,
+    connect_workers=2,
+)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[tuple[StackConfig, Endpoints]]:
+    started = runner.up(CLUSTER, "native")
+    # This process's PGPASSFILE is the session stack's: name the cluster's in its DSN.
+    endpoints = dataclasses.replace(
+        started, dsn=make_conninfo(started.dsn, passfile=started.pgpassfile)
+    )
+    try:
+        _migrate(endpoints.dsn, Path(endpoints.debezium_password_file))
+        env = {**os.environ, **endpoints.as_env()}
+        for spec in load_specs(resource_dir("connectors"), env=env):
+            apply(ConnectClient(endpoints.connect_url), spec)
+        yield CLUSTER, endpoints
+    finally:
+        runner.down(CLUSTER)
