@@ -1,0 +1,31 @@
+"""The fault ledger's arithmetic, and the README's ledger is the committed run's."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from tests.faults import ledger
+
+RESULTS = Path(ledger.__file__).parent / "results"
+
+
+def test_order_is_judged_on_first_effects_only() -> None:
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    in_order = [(a, "x", 1), (b, "x", 2), (a, "x", 1), (c, "y", 1)]  # a redelivered late
+    assert ledger.order_violations(in_order) == 0
+    assert ledger.order_violations([(b, "x", 2), (a, "x", 1)]) == 1
+
+
+def test_a_ledger_is_exact_only_without_loss_double_effect_disorder_or_leak() -> None:
+    clean = ledger.Ledger("s", 10, 12, 2, 10, 0, 0, 0, 0)
+    assert clean.exact  # duplicates on the topic are allowed: the inbox drops them
+    for field in ("lost", "double_effects", "order_violations", "rolled_back_seen"):
+        assert not ledger.Ledger(**{**clean.__dict__, field: 1}).exact
+
+
+def test_the_readme_shows_the_latest_committed_ledger() -> None:
+    latest = max(RESULTS.glob("ledger-*.jsonl"))
+    text = ledger.README.read_text()
+    shown = text[text.index(ledger.BEGIN) : text.index(ledger.END) + len(ledger.END)]
+    assert shown == ledger.readme_section(latest), "run: python -m tests.faults.ledger --readme"
