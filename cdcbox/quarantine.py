@@ -27,7 +27,7 @@ from psycopg import sql
 from cdcbox.connect import ConnectClient
 from cdcbox.errors import UsageError
 from cdcbox.kafka_client import KafkaSettings, Producer
-from cdcbox.limits import AGGREGATE_TYPE, HEADER_ALLOWANCE, EventLimits
+from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.relay.records import KafkaRecord, to_record
 from cdcbox.relay.store import OutboxRow, RelayStore
@@ -90,15 +90,16 @@ def failure(status: dict[str, Any]) -> str:
     return str(causes[-1] if causes else failed[0].get("trace", "").splitlines()[0])
 
 
-def _is_culprit(row: OutboxRow, topic: str, error: str) -> bool:
-    """Whether `row` is a record Kafka refuses with `error`."""
+def _is_culprit(record: KafkaRecord, error: str) -> bool:
+    """Whether Kafka refuses `record` with `error`."""
     if "RecordTooLarge" in error:
         limit = re.search(r"larger than (\d+)", error)
         allowed = int(limit.group(1)) if limit else EventLimits().producer_max_request_size
-        return len(row.payload) + HEADER_ALLOWANCE // 4 > allowed
+        headers = sum(len(k) + len(v) for k, v in record.headers)
+        return len(record.key) + len(record.value) + headers > allowed
     if "InvalidTopic" in error:
-        return not (_TOPIC.fullmatch(topic) and AGGREGATE_TYPE.fullmatch(row.aggregate_type))
-    return topic in error  # authorisation, unknown topic: the trace names the topic
+        return not _TOPIC.fullmatch(record.topic)
+    return record.topic in error  # authorisation, unknown topic: the trace names the topic
 
 
 def find_stuck(
@@ -119,9 +120,10 @@ def find_stuck(
     }
     for position, insert in enumerate(pending):
         row = rows[insert.row_id]
-        if _is_culprit(row, topic_of[row.aggregate_type], error):
+        candidate = Stuck(name, error, row, insert, [], topic_of, names)
+        if _is_culprit(candidate.record(row), error):
             before = [rows[i.row_id] for i in pending[:position]]
-            return Stuck(name, error, row, insert, before, topic_of, names)
+            return dataclasses.replace(candidate, before=before)
     raise UsageError(
         f"{name}: none of the {len(pending)} record(s) past its offset matches {error!r}; "
         "nothing was changed (see `cdc-ctl connectors status NAME`)"
