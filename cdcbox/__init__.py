@@ -4,7 +4,9 @@ Producers append events in their own transaction (`cdcbox.outbox`), a relay (Deb
 polling relay) publishes them, and consumers apply each one exactly once (`cdcbox.consumer`).
 """
 
+from importlib.metadata import version
+
 from cdcbox.errors import CdcboxError
 
 __all__ = ["CdcboxError"]
-__version__ = "0.1.0"
+__version__ = version("cdcbox")  # one place: pyproject.toml

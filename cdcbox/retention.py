@@ -73,8 +73,9 @@ def _purge(
     delete: sql.Composed,
     params: tuple[Any, ...],
     batch: int,
-    progress: Callable[[int], None],
+    progress: Callable[[int, int], None],
 ) -> int:
+    """Count, then delete in batches; `progress(deleted so far, counted)` after each."""
     with conn.transaction():
         row = conn.execute(count, params).fetchone()
     total = int(row[0]) if row else 0
@@ -85,7 +86,7 @@ def _purge(
         if n == 0:
             break
         deleted += n
-        progress(n)
+        progress(deleted, max(total, deleted))
     return deleted
 
 
@@ -103,7 +104,7 @@ def purge_outbox(
     read_until: datetime | None = None,
     names: DbNames = DbNames(),
     batch: int = 5000,
-    progress: Callable[[int], None] = lambda n: None,
+    progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> OutboxPurge:
     """Delete outbox rows older than `older_than` that no relay needs any more.
 
@@ -197,7 +198,7 @@ def purge_inbox(
     force: bool = False,
     names: DbNames = DbNames(),
     batch: int = 5000,
-    progress: Callable[[int], None] = lambda n: None,
+    progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> int:
     """Delete PROCESSED/SKIPPED inbox rows last touched more than `older_than` ago (FAILED
     ones stay for replay; a replayed row counts from when it was processed); refused

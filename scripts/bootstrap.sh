@@ -1,5 +1,6 @@
-# Sourced by scripts/test, scripts/demo and scripts/bench: a virtualenv with cdcbox and its
-# test tools installed, reinstalled only when pyproject.toml changed.
+# Sourced by scripts/test, scripts/demo and scripts/bench: a virtualenv with cdcbox and the
+# extras CDCBOX_EXTRAS names, reinstalled when pyproject.toml changed or an extra is missing
+# (the stamp records which extras are installed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${CDCBOX_VENV:-$ROOT/.venv}"
@@ -13,10 +14,14 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.cdcbox-installed"
-if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+installed="$(cat "$stamp" 2>/dev/null || true)"
+# shellcheck source=lib/extras.sh
+. "$ROOT/scripts/lib/extras.sh"
+extras="$(merged_extras "$installed" "binary,test,${CDCBOX_EXTRAS:-}")"
+if [ ! -f "$stamp" ] || [ "$extras" != "$installed" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -e "$ROOT[${CDCBOX_EXTRAS:-test}]"
-    touch "$stamp"
+    "$VENV/bin/python" -m pip install -q -e "$ROOT[$extras]"
+    echo "$extras" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"
 export CDCBOX_STACK_DIR="${CDCBOX_STACK_DIR:-$ROOT/.cdcbox/stack}"

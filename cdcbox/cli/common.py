@@ -86,11 +86,25 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 
 
-def deleting_progress() -> Any:
-    """A progress bar for a purge, whose total is not known up front."""
-    return click.progressbar(
-        length=1_000_000_000, label="deleting", show_percent=False, show_pos=True
-    )
+class DeletingProgress:
+    """A purge's progress bar, sized by the count the purge makes before deleting:
+    pass the instance as `progress` (called with rows deleted so far and the count)."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = click.progressbar(length=total, label="deleting", show_pos=True)
+            self._bar.__enter__()
+        self._bar.update(done - self._bar.pos)
+
+    def __enter__(self) -> DeletingProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
 
 
 def default_state_dir() -> Path:

@@ -6,7 +6,7 @@ import click
 
 from cdcbox import retention
 from cdcbox.cli.common import (
-    deleting_progress,
+    DeletingProgress,
     handle_errors,
     json_option,
     print_json,
@@ -77,8 +77,8 @@ def inbox_purge(
         if topic_retention
         else retention.inbox_floor(s.kafka(), retry, repair)
     )
-    with s.database() as conn, deleting_progress() as bar:
+    with s.database() as conn, DeletingProgress() as bar:
         deleted = retention.purge_inbox(
-            conn, age, floor, force=force, names=s.names, batch=batch, progress=bar.update
+            conn, age, floor, force=force, names=s.names, batch=batch, progress=bar
         )
     click.echo(f"deleted {deleted} inbox rows")

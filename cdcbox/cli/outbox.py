@@ -8,7 +8,7 @@ import click
 
 from cdcbox import connector_offsets, retention
 from cdcbox.cli.common import (
-    deleting_progress,
+    DeletingProgress,
     handle_errors,
     json_option,
     print_json,
@@ -67,7 +67,7 @@ def outbox_purge(
     """Delete old rows no relay needs (CDC: only what the connector has read)."""
     s = settings(ctx)
     age = retention.parse_duration(older_than)
-    with s.database() as conn, deleting_progress() as bar:
+    with s.database() as conn, DeletingProgress() as bar:
         mode = cast(RelayMode, relay) if relay else recorded_relay_mode(conn, s.names)
         read_until = (
             connector_offsets.read_position(s.connect_client(), connector)
@@ -81,7 +81,7 @@ def outbox_purge(
             read_until=read_until,
             names=s.names,
             batch=batch,
-            progress=bar.update,
+            progress=bar,
         )
     if result.capped_by_connector:
         click.echo(

@@ -8,9 +8,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
+from cdcbox.names import DbNames
 from cdcbox.retention import InboxFloor, purge_inbox
-from tests.helpers import unique
+from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 NO_FLOOR = InboxFloor(timedelta(0), timedelta(0), timedelta(0))
@@ -58,3 +60,26 @@ def test_the_purge_batch_can_read_the_partial_index_instead_of_the_table(
     )
     db.execute("RESET enable_seqscan")
     assert "Scan using inbox_event_purge_idx" in plan or "Scan on inbox_event_purge_idx" in plan
+
+
+def test_the_purge_reports_progress_against_the_count_it_made_first(database: str) -> None:
+    names = migrated_schema(database, DbNames(schema=unique("purge")))
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (event_id, consumer_name, event_type, status, received_at, "
+                "processed_at) SELECT gen_random_uuid(), 'c', 'Created', 'PROCESSED', "
+                "now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, 7)"
+            ).format(names.table("inbox"))
+        )
+        calls: list[tuple[int, int]] = []
+        deleted = purge_inbox(
+            conn,
+            timedelta(days=10),
+            NO_FLOOR,
+            names=names,
+            batch=3,
+            progress=lambda done, total: calls.append((done, total)),
+        )
+    assert deleted == 7
+    assert calls == [(3, 7), (6, 7), (7, 7)]  # a real total, not a placeholder length
