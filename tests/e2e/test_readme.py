@@ -29,9 +29,9 @@ def python_blocks() -> list[str]:
 def test_readme_producer_and_handler_examples_run_as_written(
     stack: Endpoints, run_consumer: Any
 ) -> None:
-    producer, handler, *_ = python_blocks()
-    assert "outbox.append(conn, NewEvent(" in producer
-    assert "class PaymentHandler(Handler):" in handler
+    (producer,) = [b for b in python_blocks() if "outbox.append(conn, NewEvent(" in b]
+    (handler,) = [b for b in python_blocks() if "class PaymentHandler(Handler):" in b]
+    (unit_of_work,) = [b for b in python_blocks() if "UnitOfWork(conn) as uow" in b]
     # The examples use unqualified business tables: give them a schema of their own.
     schema = unique("readme")
     with psycopg.connect(stack.dsn, autocommit=True) as conn:
@@ -45,6 +45,18 @@ def test_readme_producer_and_handler_examples_run_as_written(
         assert conn.execute("SELECT status FROM orders WHERE order_id = 'o-42'").fetchone() == (
             "CREATED",
         )
+    exec(compile(unit_of_work, "README.md (unit of work)", "exec"), {"dsn": dsn})  # noqa: S102
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT status FROM orders WHERE order_id = 'o-42'").fetchone() == (
+            "SHIPPED",
+        )
+        shipped = conn.execute(
+            "SELECT aggregate_version FROM outbox_event WHERE aggregate_id = 'o-42' "
+            "AND event_type = 'OrderShipped' ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    assert shipped == (2,)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE orders SET status = 'CREATED' WHERE order_id = 'o-42'")
 
     namespace: dict[str, Any] = {}
     exec(compile(handler, "README.md (handler)", "exec"), namespace)  # noqa: S102
