@@ -64,6 +64,47 @@ class AggregateRoot:
 
 
 @dataclass
+class RecordedEvents:
+    """The events of one transaction not written yet: those of the tracked aggregates
+    and those published directly, in recording order."""
+
+    _aggregates: list[AggregateRoot] = field(default_factory=list)
+    _published: list[_Recorded] = field(default_factory=list)
+
+    def track(self, *aggregates: AggregateRoot) -> None:
+        for aggregate in aggregates:
+            if all(aggregate is not known for known in self._aggregates):
+                self._aggregates.append(aggregate)
+
+    def publish(self, event: NewEvent) -> None:
+        self._published.append(_Recorded(next(_recording_order), event))
+
+    def take(self) -> list[NewEvent]:
+        """Every pending event in recording order; they are no longer pending."""
+        pending = sorted(
+            [*self._published, *(r for a in self._aggregates for r in a._pending)],
+            key=lambda r: r.seq,
+        )
+        self._published.clear()
+        for aggregate in self._aggregates:
+            aggregate._pending.clear()
+        return [r.event for r in pending]
+
+    @staticmethod
+    def mark() -> int:
+        """A point in the recording order, for `discard`."""
+        return next(_recording_order)
+
+    def discard(self, after: int = -1) -> None:
+        """Forget what was recorded after `mark` (everything by default), giving the
+        aggregates back the versions those events took."""
+        self._published = [r for r in self._published if r.seq <= after]
+        for aggregate in self._aggregates:
+            dropped = [r for r in aggregate._pending if r.seq > after]
+            aggregate._pending = [r for r in aggregate._pending if r.seq <= after]
+            aggregate.version -= len(dropped)
+
+
 class UnitOfWork:
     """One transaction of `conn` whose recorded events are appended before it commits.
 
@@ -73,21 +114,13 @@ class UnitOfWork:
     then commits. An exception anywhere, the append included, rolls back everything.
     """
 
-    conn: psycopg.Connection[Any]
-    outbox: Outbox = field(default_factory=Outbox)
-    _aggregates: list[AggregateRoot] = field(default_factory=list)
-    _published: list[_Recorded] = field(default_factory=list)
-    _transaction: Any = None
-
-    def track(self, *aggregates: AggregateRoot) -> None:
-        """Flush these aggregates' recorded events with this unit of work."""
-        for aggregate in aggregates:
-            if all(aggregate is not known for known in self._aggregates):
-                self._aggregates.append(aggregate)
-
-    def publish(self, event: NewEvent) -> None:
-        """Record an event that belongs to no tracked aggregate."""
-        self._published.append(_Recorded(next(_recording_order), event))
+    def __init__(self, conn: psycopg.Connection[Any], outbox: Outbox | None = None) -> None:
+        self.conn = conn
+        self.outbox = outbox or Outbox()
+        self.events = RecordedEvents()
+        self.track = self.events.track
+        self.publish = self.events.publish
+        self._transaction: Any = None
 
     def __enter__(self) -> UnitOfWork:
         self._transaction = self.conn.transaction()
@@ -101,41 +134,28 @@ class UnitOfWork:
             try:
                 self.flush()
             except BaseException as failed:  # the append failed: roll the business back
-                self._discard(after=-1)
+                self.events.discard()
                 self._transaction.__exit__(type(failed), failed, failed.__traceback__)
                 raise
         else:
-            self._discard(after=-1)
+            self.events.discard()
         return bool(self._transaction.__exit__(kind, error, tb))
 
     def flush(self) -> None:
         """Append every pending event now (still inside the transaction), in recording
         order; `__exit__` calls it right before COMMIT."""
-        pending = sorted(
-            [*self._published, *(r for a in self._aggregates for r in a._pending)],
-            key=lambda r: r.seq,
-        )
+        pending = self.events.take()
         if pending:
-            self.outbox.append_many(self.conn, [r.event for r in pending])
-        self._published.clear()
-        for aggregate in self._aggregates:
-            aggregate._pending.clear()
+            self.outbox.append_many(self.conn, pending)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """A nested transaction: if it rolls back, so do the events recorded inside it
         (and the aggregates' versions they took)."""
-        mark = next(_recording_order)
+        mark = self.events.mark()
         with self.conn.transaction():
             try:
                 yield
             except BaseException:
-                self._discard(after=mark)
+                self.events.discard(after=mark)
                 raise
-
-    def _discard(self, after: int) -> None:
-        self._published = [r for r in self._published if r.seq <= after]
-        for aggregate in self._aggregates:
-            dropped = [r for r in aggregate._pending if r.seq > after]
-            aggregate._pending = [r for r in aggregate._pending if r.seq <= after]
-            aggregate.version -= len(dropped)

@@ -26,12 +26,26 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
+def latest(dsn: str, event_type: str) -> tuple[str, int]:
+    """The order's status and the version of its latest `event_type` event."""
+    with psycopg.connect(dsn) as conn:
+        status = conn.execute("SELECT status FROM orders WHERE order_id = 'o-42'").fetchone()
+        version = conn.execute(
+            "SELECT aggregate_version FROM outbox_event WHERE aggregate_id = 'o-42' "
+            "AND event_type = %s ORDER BY id DESC LIMIT 1",
+            (event_type,),
+        ).fetchone()
+    assert status is not None and version is not None
+    return status[0], version[0]
+
+
 def test_readme_producer_and_handler_examples_run_as_written(
     stack: Endpoints, run_consumer: Any
 ) -> None:
     (producer,) = [b for b in python_blocks() if "outbox.append(conn, NewEvent(" in b]
     (handler,) = [b for b in python_blocks() if "class PaymentHandler(Handler):" in b]
     (unit_of_work,) = [b for b in python_blocks() if "UnitOfWork(conn) as uow" in b]
+    (session,) = [b for b in python_blocks() if "SessionEvents(session)" in b]
     # The examples use unqualified business tables: give them a schema of their own.
     schema = unique("readme")
     with psycopg.connect(stack.dsn, autocommit=True) as conn:
@@ -45,16 +59,11 @@ def test_readme_producer_and_handler_examples_run_as_written(
         assert conn.execute("SELECT status FROM orders WHERE order_id = 'o-42'").fetchone() == (
             "CREATED",
         )
-    exec(compile(unit_of_work, "README.md (unit of work)", "exec"), {"dsn": dsn})  # noqa: S102
-    with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT status FROM orders WHERE order_id = 'o-42'").fetchone() == (
-            "SHIPPED",
-        )
-        shipped = conn.execute(
-            "SELECT aggregate_version FROM outbox_event WHERE aggregate_id = 'o-42' "
-            "AND event_type = 'OrderShipped' ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-    assert shipped == (2,)
+    uow_names: dict[str, Any] = {"dsn": dsn}
+    exec(compile(unit_of_work, "README.md (unit of work)", "exec"), uow_names)  # noqa: S102
+    assert latest(dsn, "OrderShipped") == ("SHIPPED", 2)
+    exec(compile(session, "README.md (SQLAlchemy)", "exec"), uow_names)  # noqa: S102
+    assert latest(dsn, "OrderDelivered") == ("DELIVERED", 3)
     with psycopg.connect(dsn) as conn:
         conn.execute("UPDATE orders SET status = 'CREATED' WHERE order_id = 'o-42'")
 
