@@ -71,3 +71,15 @@ def drop_slot_once_released(dsn: str, slot: str, timeout: float = 60.0) -> None:
             return True
 
         eventually(dropped, timeout=timeout, interval=0.2, what=f"slot {slot} dropped")
+
+
+def schema_with_orders(dsn: str, prefix: str) -> DbNames:
+    """A migrated schema of its own (CDC mode, no slot) with a business table `orders`."""
+    names = migrated_schema(dsn, DbNames(schema=unique(prefix)), mode="cdc")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {}.orders (id text PRIMARY KEY)").format(
+                sql.Identifier(names.schema)
+            )
+        )
+    return names

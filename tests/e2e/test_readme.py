@@ -63,6 +63,7 @@ def test_readme_producer_and_handler_examples_run_as_written(
     exec(compile(unit_of_work, "README.md (unit of work)", "exec"), uow_names)  # noqa: S102
     assert latest(dsn, "OrderShipped") == ("SHIPPED", 2)
     exec(compile(session, "README.md (SQLAlchemy)", "exec"), uow_names)  # noqa: S102
+    uow_names["engine"].dispose()  # its pooled connection, closed before it is collected
     assert latest(dsn, "OrderDelivered") == ("DELIVERED", 3)
     with psycopg.connect(dsn) as conn:
         conn.execute("UPDATE orders SET status = 'CREATED' WHERE order_id = 'o-42'")

@@ -19,7 +19,7 @@ from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.sqlalchemy import SessionEvents, append
 from cdcbox.unit_of_work import AggregateRoot
-from tests.helpers import migrated_schema, unique
+from tests.helpers import schema_with_orders
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +30,7 @@ class Order(AggregateRoot):
 
 @pytest.fixture
 def names(database: str) -> DbNames:
-    names = migrated_schema(database, DbNames(schema=unique("sqla")), mode="cdc")
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE TABLE {}.orders (id text PRIMARY KEY)").format(
-                sql.Identifier(names.schema)
-            )
-        )
-    return names
+    return schema_with_orders(database, "sqla")
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from cdcbox.errors import SchemaError
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.unit_of_work import AggregateRoot, UnitOfWork
-from tests.helpers import migrated_schema, unique
+from tests.helpers import schema_with_orders
 
 pytestmark = pytest.mark.integration
 
@@ -27,14 +27,7 @@ class Order(AggregateRoot):
 
 @pytest.fixture
 def names(database: str) -> DbNames:
-    names = migrated_schema(database, DbNames(schema=unique("uow")), mode="cdc")
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE TABLE {}.orders (id text PRIMARY KEY)").format(
-                sql.Identifier(names.schema)
-            )
-        )
-    return names
+    return schema_with_orders(database, "uow")
 
 
 def business(conn: psycopg.Connection[Any], names: DbNames, order_id: str) -> None:
