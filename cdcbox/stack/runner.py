@@ -42,6 +42,11 @@ def choose_mode(requested: Mode | None) -> Mode:
 def up(config: StackConfig, mode: Mode | None = None) -> Endpoints:
     """Start every component and wait until each answers; return how to reach them."""
     mode = choose_mode(mode)
+    if mode == "compose" and (config.brokers > 1 or config.connect_workers > 1):
+        raise StackError(
+            "the compose file runs one broker and one Connect worker: the cluster shape "
+            "(--brokers, --connect-workers) is native only"
+        )
     secrets = _prepare(config, mode)
     if mode == "compose":
         endpoints = ComposeStack(config, secrets).up()

@@ -11,14 +11,15 @@ import pytest
 
 from cdcbox.consumer import Handler, RetryPolicy
 from cdcbox.consumer.runner import dispatch_table
-from cdcbox.errors import ConfigError, SchemaError, UsageError
+from cdcbox.errors import ConfigError, SchemaError, StackError, UsageError
 from cdcbox.ids import uuid7
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.outbox import NewEvent, _row
 from cdcbox.resources import resource_dir
 from cdcbox.retention import InboxFloor, check_inbox_retention, parse_duration
-from cdcbox.stack.config import StackVersions
+from cdcbox.stack import runner
+from cdcbox.stack.config import StackConfig, StackVersions
 from cdcbox.stack.connect_worker import worker_properties
 from cdcbox.stack.endpoints import Endpoints
 
@@ -190,3 +191,18 @@ def test_compose_connect_worker_matches_the_native_one() -> None:
     expected = worker_properties("kafka:19092", "0.0.0.0", 8083, "/opt/plugins")  # noqa: S104
     expected["rest.advertised.host.name"] = "connect"
     assert shipped == expected
+
+
+def test_the_cluster_shape_is_refused_where_compose_cannot_give_it(tmp_path: Path) -> None:
+    config = StackConfig(
+        state_dir=tmp_path / "stack",
+        cache_dir=tmp_path / "cache",
+        infra_dir=resource_dir("infra"),
+        brokers=3,
+        connect_workers=2,
+    )
+    with pytest.raises(StackError, match="native only"):
+        runner.up(config, "compose")
+    assert not config.state_dir.exists()  # refused before anything was written
+    with pytest.raises(ConfigError, match="--brokers must be 1 or 3"):
+        StackConfig(state_dir=tmp_path, cache_dir=tmp_path, infra_dir=tmp_path, brokers=2)
