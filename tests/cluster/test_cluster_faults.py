@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -62,7 +61,7 @@ def test_any_one_broker_sigkilled_mid_stream(
 
     def fault(s: Scenario) -> None:
         sigkill(victim)
-        time.sleep(10)  # two brokers of three: every partition keeps min.insync.replicas
+        s.stream_on(1500)  # ~10 s on two brokers of three: min.insync.replicas still met
         victim.start()
 
     scenario = Scenario("cluster: one of 3 brokers SIGKILL", stack, tmp_path)

@@ -162,10 +162,11 @@ class Scenario:
         self,
         fault: Callable[[Scenario], None],
         *,
-        before_s: float = 4.0,
-        after_s: float = 4.0,
+        before: int = 600,
+        after: int = 600,
     ) -> ledger.Ledger:
-        """Stream, inject `fault` mid-stream, stream on, stop writing, settle, count."""
+        """Stream `before` transactions, inject `fault`, stream `after` more, stop
+        writing, settle, count."""
         self.group.start(self.consumers)
         self.relay.start(self.relays)
         try:
@@ -180,9 +181,9 @@ class Scenario:
                 eventually(
                     lambda: self.applied() > 0, timeout=120, what="the first effects applied"
                 )
-                time.sleep(before_s)  # a stream under way, not an event count: a duration
+                self.stream_on(before)
                 fault(self)
-                time.sleep(after_s)
+                self.stream_on(after)
             self.settle()
         finally:
             self.relay.stop()
@@ -196,6 +197,17 @@ class Scenario:
             rolled_back=self.writers.rolled_back,
             safeguard_off=self.safeguard_off,
             names=self.names,
+        )
+
+    def stream_on(self, events: int) -> None:
+        """Wait until the writers have attempted `events` more transactions (150/s: a
+        fault held for 450 of them lasts about 3 s of writing)."""
+        target = self.writers.attempted + events
+        eventually(
+            lambda: self.writers.attempted >= target,
+            timeout=events / self.rate_per_s * 4 + 30,
+            interval=0.05,
+            what=f"{events} more transactions written",
         )
 
     def applied(self) -> int:

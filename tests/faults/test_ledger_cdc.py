@@ -10,8 +10,7 @@ import functools
 import json
 import os
 import signal
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,30 +92,32 @@ def sigkill(component: NativePostgres | NativeKafka | NativeConnect) -> None:
     eventually(lambda: not record.alive(), timeout=30, what=f"{component.name} killed")
 
 
+def killed_and_restarted(
+    component: NativeKafka | NativeConnect, client: ConnectClient
+) -> Callable[[Scenario], None]:
+    """SIGKILL `component`, write 450 more transactions while it is down, restart it."""
+
+    def fault(s: Scenario) -> None:
+        sigkill(component)
+        s.stream_on(450)
+        component.start()
+        connector_running(client)
+
+    return fault
+
+
 def test_kafka_connect_sigkilled_mid_stream(
     stack: Endpoints, parts: NativeParts, tmp_path: Path
 ) -> None:
-    def fault(s: Scenario) -> None:
-        sigkill(parts.connect)
-        time.sleep(3)  # writes go on while no worker runs
-        parts.connect.start()
-        connector_running(parts.client)
-
     scenario = Scenario("connect SIGKILL", stack, tmp_path)
-    assert_exact(scenario.run(fault), scenario)
+    assert_exact(scenario.run(killed_and_restarted(parts.connect, parts.client)), scenario)
 
 
 def test_the_broker_sigkilled_mid_stream(
     stack: Endpoints, parts: NativeParts, tmp_path: Path
 ) -> None:
-    def fault(s: Scenario) -> None:
-        sigkill(parts.kafka)
-        time.sleep(3)
-        parts.kafka.start()
-        connector_running(parts.client)
-
     scenario = Scenario("broker SIGKILL", stack, tmp_path)
-    assert_exact(scenario.run(fault), scenario)
+    assert_exact(scenario.run(killed_and_restarted(parts.kafka, parts.client)), scenario)
 
 
 def test_postgresql_sigkilled_mid_stream(
@@ -162,7 +163,7 @@ def test_walsender_and_consumer_sessions_terminated_repeatedly(
                     interval=0.5,
                     what=f"a session where {sessions} to terminate",
                 )
-            time.sleep(2)
+            s.stream_on(300)
         assert len(s.group.running()) == s.consumers  # none died of it
         connector_running(parts.client)
 
@@ -175,7 +176,7 @@ def kill_and_restart(times: int, sig: signal.Signals = signal.SIGKILL) -> object
         for _ in range(times):
             s.group.kill_one(sig)
             s.group.start(1)
-            time.sleep(2)
+            s.stream_on(300)
 
     return fault
 
@@ -215,7 +216,7 @@ def test_a_consumer_stopped_past_its_session_timeout_and_resumed(
     def fault(s: Scenario) -> None:
         zombie = s.group.running()[0]
         zombie.send_signal(signal.SIGSTOP)
-        time.sleep(9)  # past the 6 s session timeout: the group moves on without it
+        s.stream_on(1350)  # ~9 s, past the 6 s session timeout: the group moves on
         zombie.send_signal(signal.SIGCONT)
 
     scenario = Scenario("consumer SIGSTOP past session timeout", stack, tmp_path)
@@ -317,7 +318,7 @@ def test_connector_paused_then_stopped_with_writes_going_on(
         for hold in (parts.client.pause, parts.client.stop):
             hold(CONNECTOR)
             start = retained_bytes(stack.dsn)
-            time.sleep(30)  # the outage's length, with the writers going on
+            s.stream_on(4500)  # the outage: ~30 s of writers going on
             status = json.loads(ctl("slot", "status", "--json").output)
             (row,) = [r for r in status if r["name"] == "cdcbox_outbox"]
             grew.append((start, row["retained_bytes"]))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ def test_relay_workers_sigkilled_mid_batch(stack: Endpoints, tmp_path: Path) -> 
         for _ in range(3):
             s.relay.kill_one(signal.SIGKILL)  # its claimed rows wait out their lease
             s.relay.start(1)
-            time.sleep(2)
+            s.stream_on(300)
 
     scenario = relay_scenario("relay worker SIGKILL x3", stack, tmp_path)
     assert_exact(scenario.run(fault), scenario)
@@ -41,7 +40,7 @@ def test_a_relay_worker_frozen_while_holding_a_lease(stack: Endpoints, tmp_path:
 
     def fault(s: Scenario) -> None:
         frozen = s.relay.kill_one(signal.SIGSTOP)
-        time.sleep(8)  # well past the lease
+        s.stream_on(1200)  # ~8 s, well past the 3 s lease
         frozen.send_signal(signal.SIGCONT)
 
     scenario = relay_scenario("relay worker SIGSTOP past its lease", stack, tmp_path)
@@ -57,7 +56,7 @@ def test_the_broker_frozen_past_the_relay_send_timeout(
     def fault(s: Scenario) -> None:
         os.kill(kafka.pid, signal.SIGSTOP)
         try:
-            time.sleep(10)  # five send timeouts: batches fail and back off
+            s.stream_on(1500)  # ~10 s, five send timeouts: batches fail and back off
         finally:
             os.kill(kafka.pid, signal.SIGCONT)
 
