@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -50,6 +50,13 @@ def effect_handler(name: str, aggregate_type: str) -> Handler:
                 "INSERT INTO bench_effect VALUES (%s, %s, %s)",
                 (event.event_id, event.aggregate_id, event.payload["n"]),
             )
+
+        def handle_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+            with conn.cursor() as cur:  # the same statement as the bare consumer's
+                cur.executemany(
+                    "INSERT INTO bench_effect VALUES (%s, %s, %s)",
+                    [(e.event_id, e.aggregate_id, e.payload["n"]) for e in events],
+                )
 
     return Effect()
 

@@ -14,11 +14,21 @@ from cdcbox.errors import ConfigError, ServiceUnavailable
 ConnectionSource = Callable[[], psycopg.Connection[Any]]
 
 
-def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+def connect(
+    dsn: str, *, autocommit: bool = False, synchronous_commit: bool = True
+) -> psycopg.Connection[Any]:
     """A connection, or `ConfigError` for a malformed DSN and `ServiceUnavailable` for a
-    server that does not answer."""
+    server that does not answer. `synchronous_commit=False` sets the session's COMMITs
+    to return before their WAL is flushed (see `durability_barrier`)."""
+    extra: dict[str, Any] = {}
+    if not synchronous_commit:
+        try:
+            options = psycopg.conninfo.conninfo_to_dict(dsn).get("options") or ""
+        except psycopg.ProgrammingError:
+            options = ""  # malformed: psycopg.connect below names it
+        extra["options"] = f"{options} -c synchronous_commit=off".strip()
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, application_name="cdcbox")
+        return psycopg.connect(dsn, autocommit=autocommit, application_name="cdcbox", **extra)
     except psycopg.ProgrammingError as e:
         raise ConfigError(f"the PostgreSQL DSN is malformed: {' '.join(str(e).split())}") from e
     except psycopg.OperationalError as e:
@@ -32,16 +42,42 @@ class Reconnecting:
     transaction of the consumer and the relay is an explicit `conn.transaction()` block;
     a long-running process must survive a database restart without being restarted."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, synchronous_commit: bool = True) -> None:
         self.dsn = dsn
+        self.synchronous_commit = synchronous_commit
         self._conn: psycopg.Connection[Any] | None = None
 
     def __call__(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = connect(self.dsn, autocommit=True)
+            self._conn = connect(
+                self.dsn, autocommit=True, synchronous_commit=self.synchronous_commit
+            )
         return self._conn
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def durability_barrier(conn: psycopg.Connection[Any]) -> None:
+    """Return once every transaction this session committed so far is flushed to WAL.
+
+    A session with `synchronous_commit=off` gets its COMMIT back before the WAL flush;
+    a crash of PostgreSQL may then lose its last commits. This transaction writes WAL
+    (a logical message, which needs no table, and which the connector spec's
+    `message.prefix.exclude.list` keeps out of Kafka) and commits synchronously: its
+    COMMIT waits for the WAL up to its own commit record, which holds every earlier
+    commit. (A transaction that writes no WAL would commit without a flush.) Called
+    before Kafka offsets are committed, a lost commit is always one whose records Kafka
+    will deliver again."""
+    with conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit = on")
+        conn.execute(
+            "SELECT pg_logical_emit_message(true, %s, 'durability barrier')", (HEARTBEAT_PREFIX,)
+        )
+
+
+# The prefix of the logical messages cdcbox writes only to move WAL (the connector's
+# heartbeat, the barrier); connectors/outbox-postgres.yaml excludes it from Kafka.
+HEARTBEAT_PREFIX = "cdcbox-heartbeat"

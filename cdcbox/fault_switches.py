@@ -18,6 +18,7 @@ _FLAGS = {
     "no-inbox-dedupe": "no_inbox_dedupe",
     "offsets-before-db-commit": "offsets_before_db_commit",
     "no-relay-lease-check": "no_relay_lease_check",
+    "no-durability-barrier": "no_durability_barrier",
 }
 
 
@@ -29,6 +30,8 @@ class FaultSwitches:
     offsets_before_db_commit: bool = False
     # A relay worker marks rows SENT without checking it still holds their lease.
     no_relay_lease_check: bool = False
+    # The consumer commits offsets without first flushing its asynchronous COMMITs.
+    no_durability_barrier: bool = False
     # The consumer SIGKILLs itself right after this many records committed in the
     # database, before their offsets are committed.
     kill_after_records: int | None = None

@@ -33,7 +33,7 @@ class Inbox:
 
     def __init__(self, names: DbNames = DbNames()) -> None:
         inbox = names.table("inbox")
-        self._claim = sql.SQL(
+        self.claim_statement = sql.SQL(
             "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
             "aggregate_id, aggregate_version, status, processed_at, source_topic, "
             "source_partition, source_offset) "
@@ -70,22 +70,33 @@ class Inbox:
             "SELECT event_id, source_topic, source_partition FROM {} WHERE consumer_name = %s "
             "AND status = 'FAILED' AND failed_at >= %s ORDER BY failed_at"
         ).format(inbox)
-        self._claim_many = sql.SQL(
+        # Batch mode's claim: RECEIVED when the outcomes are marked afterwards, or
+        # PROCESSED at once on the fast path (where the rare stale ones are re-marked).
+        claim_many = (
             "INSERT INTO {inbox} AS i (event_id, consumer_name, event_type, aggregate_type, "
-            "aggregate_id, aggregate_version, status, source_topic, source_partition, "
-            "source_offset) SELECT e.event_id, e.consumer_name, e.event_type, "
-            "e.aggregate_type, e.aggregate_id, e.aggregate_version, 'RECEIVED', e.t, e.p, e.o "
-            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], "
-            "%s::bigint[], %s::text[], %s::int[], %s::bigint[]) AS e(event_id, consumer_name, "
+            "aggregate_id, aggregate_version, status, processed_at, source_topic, "
+            "source_partition, source_offset) SELECT e.event_id, e.consumer_name, "
+            "e.event_type, e.aggregate_type, e.aggregate_id, e.aggregate_version, {status}, "
+            "{at}, e.t, e.p, e.o "
+            "FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[], %b::text[], "
+            "%b::bigint[], %b::text[], %b::int[], %b::bigint[]) AS e(event_id, consumer_name, "
             "event_type, aggregate_type, aggregate_id, aggregate_version, t, p, o) "
-            "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = 'RECEIVED', "
-            "retry_count = i.retry_count + 1, error_message = NULL "
-            "WHERE i.status IN ('FAILED', 'RECEIVED') "
+            "ON CONFLICT (event_id, consumer_name) DO UPDATE SET status = EXCLUDED.status, "
+            "processed_at = EXCLUDED.processed_at, retry_count = i.retry_count + 1, "
+            "error_message = NULL WHERE i.status IN ('FAILED', 'RECEIVED') "
             "RETURNING event_id, consumer_name, (xmax = 0)"
-        ).format(inbox=inbox)
+        )
+        self._claim_many = {
+            done: sql.SQL(claim_many).format(
+                inbox=inbox,
+                status=sql.Literal("PROCESSED" if done else "RECEIVED"),
+                at=sql.SQL("now()" if done else "NULL"),
+            )
+            for done in (False, True)
+        }
         self._finish_many = sql.SQL(
             "UPDATE {} AS i SET status = u.status, skip_reason = u.reason, processed_at = now() "
-            "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[]) AS "
+            "FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[]) AS "
             "u(event_id, consumer_name, status, reason) "
             "WHERE i.event_id = u.event_id AND i.consumer_name = u.consumer_name"
         ).format(inbox)
@@ -93,19 +104,21 @@ class Inbox:
     def claim(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> Claim | None:
         """Insert the inbox row as PROCESSED; None when this consumer already has it,
         "reclaimed" when it was FAILED (held back, now coming through)."""
-        row = conn.execute(self._claim, _row(event, consumer)).fetchone()
+        row = conn.execute(self.claim_statement, claim_row(event, consumer)).fetchone()
         if row is None:
             return None
         return "new" if row[0] else "reclaimed"
 
     def claim_many(
-        self, conn: psycopg.Connection[Any], claims: list[tuple[Event, str]]
+        self, conn: psycopg.Connection[Any], claims: list[tuple[Event, str]], processed: bool
     ) -> dict[tuple[uuid.UUID, str], Claim]:
-        """Claim (event, consumer) pairs with one statement; returns those claimed now."""
+        """Claim (event, consumer) pairs with one statement, as PROCESSED or RECEIVED;
+        returns those claimed now."""
         if not claims:
             return {}
-        columns = list(zip(*[_row(e, c) for e, c in claims], strict=True))
-        rows = conn.execute(self._claim_many, [list(col) for col in columns]).fetchall()
+        columns = list(zip(*[claim_row(e, c) for e, c in claims], strict=True))
+        statement = self._claim_many[processed]
+        rows = conn.execute(statement, [list(col) for col in columns]).fetchall()
         return {(row[0], row[1]): "new" if row[2] else "reclaimed" for row in rows}
 
     def finish_many(
@@ -141,11 +154,11 @@ class Inbox:
         self, conn: psycopg.Connection[Any], event: Event, consumer: str, attempts: int, error: str
     ) -> None:
         """Remember a dead-lettered event and why (own transaction, after the rollback)."""
-        row = _row(event, consumer)
+        row = claim_row(event, consumer)
         conn.execute(self._fail, (*row[:6], attempts, error[:4000], *row[6:]))
 
 
-def _row(event: Event, consumer: str) -> tuple[Any, ...]:
+def claim_row(event: Event, consumer: str) -> tuple[Any, ...]:
     """The inbox row's identity and source columns, in the statements' column order."""
     return (
         event.event_id,

@@ -5,11 +5,16 @@ aggregate id), in `consumer_aggregate_version`.
 caller's transaction; the row lock of the upsert serialises two consumers racing on one
 aggregate, and a rollback of the handler's transaction undoes the advance with it. An
 event not newer than the last applied one is stale: `advance` leaves the row unchanged.
+
+Batch mode reads a poll batch's versions with one locking SELECT (`lock_many`), judges
+the records in memory (`BatchVersions`) and writes the new versions with one upsert
+(`advance_many`), which reports whether every row moved as judged: an aggregate that
+was new when read and that another transaction inserted meanwhile makes it False.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -17,6 +22,8 @@ from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+
+VersionKey = tuple[str, str, str]  # (consumer name, aggregate type, aggregate id)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,40 @@ class VersionGuard:
             "RETURNING 1) SELECT (SELECT version FROM prev), (SELECT count(*) FROM up)"
         ).format(v=names.table("versions"))
 
+        v = names.table("versions")
+        self._lock_many = sql.SQL(
+            "SELECT consumer_name, aggregate_type, aggregate_id, version FROM {v} "
+            "WHERE (consumer_name, aggregate_type, aggregate_id) IN (SELECT * FROM "
+            "unnest(%s::text[], %s::text[], %s::text[])) ORDER BY 1, 2, 3 FOR UPDATE"
+        ).format(v=v)
+        self._advance_many = sql.SQL(
+            "INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
+            "ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET "
+            "version = EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version"
+        ).format(v=v)
+
+    def lock_many(
+        self, conn: psycopg.Connection[Any], keys: set[VersionKey]
+    ) -> dict[VersionKey, int]:
+        """The current versions of `keys` (absent: none applied yet), locked until the
+        caller's transaction ends; rows are locked in key order, so two batches over
+        the same aggregates cannot deadlock each other."""
+        if not keys:
+            return {}
+        columns = [list(c) for c in zip(*sorted(keys), strict=True)]
+        rows = conn.execute(self._lock_many, columns).fetchall()
+        return {(r[0], r[1], r[2]): r[3] for r in rows}
+
+    def advance_many(self, conn: psycopg.Connection[Any], versions: dict[VersionKey, int]) -> bool:
+        """Write the batch's new versions; False when a row did not move as judged."""
+        if not versions:
+            return True
+        keys = sorted(versions)
+        columns = [list(c) for c in zip(*keys, strict=True)]
+        cur = conn.execute(self._advance_many, [*columns, [versions[k] for k in keys]])
+        return cur.rowcount == len(keys)
+
     def advance(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> GuardResult:
         """Advance the aggregate's version to the event's if the event is newer."""
         assert event.aggregate_version is not None
@@ -55,3 +96,19 @@ class VersionGuard:
         ).fetchone()
         assert row is not None
         return GuardResult(applied=bool(row[1]), previous=row[0])
+
+
+@dataclass
+class BatchVersions:
+    """The versions of one poll batch's aggregates, judged in memory in record order as
+    `VersionGuard.advance` would judge them one by one."""
+
+    current: dict[VersionKey, int]
+    advanced: dict[VersionKey, int] = field(default_factory=dict)
+
+    def advance(self, key: VersionKey, version: int) -> GuardResult:
+        previous = self.advanced.get(key, self.current.get(key))
+        if previous is not None and version <= previous:
+            return GuardResult(applied=False, previous=previous)
+        self.advanced[key] = version
+        return GuardResult(applied=True, previous=previous)

@@ -107,6 +107,11 @@ OPTIONS = [
         "One transaction per poll batch (savepoint per record).",
     ),
     _option(
+        "--durable-each-commit",
+        C.durable_each_commit,
+        "Every COMMIT waits for its WAL flush (default: one flush before each offset commit).",
+    ),
+    _option(
         "--park/--no-park",
         C.park_aggregates,
         "Dead-letter an aggregate's later events behind a dead-lettered one.",
@@ -191,6 +196,7 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
         gap_policy=cast(GapPolicy, o["gap_policy"]),
         dlq_suffix=o["dlq_suffix"],
         batch_mode=o["batch"],
+        durable_each_commit=o["durable_each_commit"],
         park_aggregates=o["park"],
         parked_refresh_s=o["parked_refresh"],
         breaker=BreakerPolicy(

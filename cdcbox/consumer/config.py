@@ -53,6 +53,11 @@ class ConsumerConfig:
     parked_refresh_s: float = 5.0
     # One transaction per poll batch (savepoint per record) instead of one per record.
     batch_mode: bool = False
+    # False (the default): a transaction's COMMIT returns before its WAL is flushed, and
+    # one synchronous commit before each offset commit makes them all durable (a crash
+    # can only lose commits whose offsets Kafka has not been told). True: every COMMIT
+    # waits for its own flush, as PostgreSQL's default does (~0.2 ms per record here).
+    durable_each_commit: bool = False
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
     # Serve /metrics and /healthz on this port (None: no HTTP endpoint).
     metrics_port: int | None = None

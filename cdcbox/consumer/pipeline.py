@@ -17,7 +17,9 @@ counted `Outcome`; the Kafka offset is the runner's business, after all of this.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from cdcbox import wire
@@ -93,11 +95,17 @@ class RecordPipeline:
         routed = [r for r in (self._route(connection, rec) for rec in records) if r is not None]
         started = time.perf_counter()
         result = self.batch.apply(connection(), self._distinct(routed))
-        seconds_each = (time.perf_counter() - started) / max(len(result.applied), 1)
+        # Each record's time is its batch's: none of them is committed before all are.
+        seconds = time.perf_counter() - started
+        counts = Counter((outcome, r.consumer) for r, outcome in result.applied)
+        for (outcome, consumer), ended in counts.items():
+            self.stats.count(outcome, consumer, ended)
+        processed: dict[str, list[datetime | None]] = {}
         for r, outcome in result.applied:
-            self.stats.count(outcome, r.consumer)
             if outcome is Outcome.PROCESSED:
-                self.stats.handled(r.consumer, r.event.occurred_at, seconds_each)
+                processed.setdefault(r.consumer, []).append(r.event.occurred_at)
+        for consumer, occurred in processed.items():
+            self.stats.handled_together(consumer, occurred, seconds)
         for r in result.deferred:
             if self.dead_letter.follow_park(connection, r):
                 self.stats.count(Outcome.PARKED, r.consumer)

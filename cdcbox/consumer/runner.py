@@ -26,7 +26,7 @@ from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.stores import Stores
-from cdcbox.db import Reconnecting
+from cdcbox.db import Reconnecting, durability_barrier
 from cdcbox.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.errors import CdcboxError, CommitRefused, ConfigError, ServiceUnavailable
 from cdcbox.http_metrics import serve
@@ -83,7 +83,7 @@ class Consumer:
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self._committed_records = 0  # for FaultSwitches.kill_after_records
-        self.connection = Reconnecting(config.dsn)
+        self.connection = Reconnecting(config.dsn, synchronous_commit=config.durable_each_commit)
         self._names = names
         self._stores = Stores.for_schema(names)
         self._kafka: kafka_client.Consumer | None = None
@@ -274,6 +274,16 @@ class Consumer:
             done[tp] = records[-1].offset + 1
         if done:
             try:
+                self._make_durable()
+            except (CdcboxError, psycopg.Error) as e:
+                log.warning(
+                    "could not confirm the batch's commits are durable (%s); its records "
+                    "will be processed again (the inbox drops the ones that survived)",
+                    e,
+                )
+                self._rewind(kafka, batch, {})
+                return
+            try:
                 kafka.commit(done)
             except CommitRefused as e:
                 # The group rebalanced under us: the partitions' new owner gets these
@@ -283,6 +293,12 @@ class Consumer:
                     "be redelivered and deduplicated",
                     e,
                 )
+
+    def _make_durable(self) -> None:
+        """Before offsets are committed: flush the session's asynchronous COMMITs."""
+        switched_off = self.config.fault_switches.no_durability_barrier
+        if not self.config.durable_each_commit and not switched_off:
+            durability_barrier(self.connection())
 
     def _rewind(
         self,

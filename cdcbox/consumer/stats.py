@@ -36,9 +36,9 @@ class ConsumerStats:
     lag_ms: list[float] = field(default_factory=list)
     handler_ms: list[float] = field(default_factory=list)
 
-    def count(self, outcome: Outcome, consumer: str) -> None:
-        self.outcomes[outcome] += 1
-        self.metrics.records.labels(consumer, outcome.value).inc()
+    def count(self, outcome: Outcome, consumer: str, records: int = 1) -> None:
+        self.outcomes[outcome] += records
+        self.metrics.records.labels(consumer, outcome.value).inc(records)
 
     def retry(self, consumer: str) -> None:
         self.retries += 1
@@ -56,6 +56,23 @@ class ConsumerStats:
         self.metrics.lag_seconds.labels(consumer).observe(max(lag_s, 0.0))
         if len(self.lag_ms) < _MAX_SAMPLES:
             self.lag_ms.append(lag_s * 1000)
+
+    def handled_together(
+        self, consumer: str, occurred: list[datetime | None], seconds: float
+    ) -> None:
+        """Events applied by one commit: each took `seconds`, the commit's time."""
+        handler_seconds = self.metrics.handler_seconds.labels(consumer)
+        lag_seconds = self.metrics.lag_seconds.labels(consumer)
+        now = time.time()
+        for occurred_at in occurred:
+            handler_seconds.observe(seconds)
+            if len(self.handler_ms) < _MAX_SAMPLES:
+                self.handler_ms.append(seconds * 1000)
+            if occurred_at is not None:
+                lag_s = now - occurred_at.timestamp()
+                lag_seconds.observe(max(lag_s, 0.0))
+                if len(self.lag_ms) < _MAX_SAMPLES:
+                    self.lag_ms.append(lag_s * 1000)
 
     def __getitem__(self, outcome: Outcome) -> int:
         return self.outcomes[outcome]

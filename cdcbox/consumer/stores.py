@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cdcbox.claim_guard import ClaimAndAdvance
 from cdcbox.group_binding import GroupBinding
 from cdcbox.inbox import Inbox
 from cdcbox.names import DbNames
@@ -19,6 +20,7 @@ class Stores:
     parking: Parking = field(default_factory=Parking)
     versions: VersionGuard = field(default_factory=VersionGuard)
     bindings: GroupBinding = field(default_factory=GroupBinding)
+    claim_and_advance: ClaimAndAdvance = field(default_factory=ClaimAndAdvance)
 
     @classmethod
     def for_schema(cls, names: DbNames) -> Stores:
@@ -28,4 +30,5 @@ class Stores:
             Parking(names),
             VersionGuard(names),
             GroupBinding(names),
+            ClaimAndAdvance(names),
         )

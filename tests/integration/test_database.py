@@ -22,6 +22,7 @@ from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.signals import RefuseTransition
 from cdcbox.consumer.stores import Stores
+from cdcbox.db import Reconnecting, durability_barrier
 from cdcbox.dlq import DeadLetterError
 from cdcbox.errors import ConfigError, SchemaError, UsageError
 from cdcbox.event import decode
@@ -273,6 +274,59 @@ def test_duplicates_and_stale_versions_are_skipped_and_counted(
     assert statuses == [("PROCESSED", 3), ("SKIPPED", 2)]
 
 
+def test_a_batch_judges_versions_like_records_one_by_one_in_one_handler_call(
+    database: str, db: psycopg.Connection[Any]
+) -> None:
+    """Batch mode's fast path: one locking read of the versions, judged in memory in
+    record order, one `handle_batch` call, one version upsert. The outcome is the
+    per-record path's (the test above), with an aggregate already known to the table."""
+    handler = Counter(unique("consumer"))
+    batches: list[list[str]] = []
+    handle_batch = handler.handle_batch
+
+    def recording(events: Any, conn: psycopg.Connection[Any]) -> None:
+        batches.append([str(e.aggregate_version) for e in events])
+        handle_batch(events, conn)
+
+    handler.handle_batch = recording  # type: ignore[method-assign]
+    pipeline = pipeline_for(database, handler, batch_mode=True)
+    known, new = unique("agg"), unique("agg")
+    pipeline.process_batch(lambda: db, [record(known, 2)])
+    first = record(new, 1)
+    pipeline.process_batch(
+        lambda: db,
+        [
+            first,
+            record(known, 1),  # older than the 2 already applied
+            record(new, 3),
+            first,
+            record(new, 2),
+            record(known, 4),
+            record(new, 3),
+            record(new, None),
+        ],
+    )
+    assert batches == [["2"], ["1", "3", "4", "None"]]
+    assert handler.applied == ["2", "1", "3", "4", "None"]
+    assert pipeline.stats.outcomes == {
+        Outcome.PROCESSED: 5,
+        Outcome.DUPLICATE: 1,
+        Outcome.STALE: 3,
+    }
+    versions = db.execute(
+        "SELECT aggregate_id, version FROM consumer_aggregate_version "
+        "WHERE consumer_name = %s ORDER BY version",
+        (handler.consumer_name,),
+    ).fetchall()
+    assert versions == [(new, 3), (known, 4)]
+    statuses = db.execute(
+        "SELECT status, count(*) FROM inbox_event WHERE consumer_name = %s "
+        "GROUP BY status ORDER BY status",
+        (handler.consumer_name,),
+    ).fetchall()
+    assert statuses == [("PROCESSED", 5), ("SKIPPED", 3)]
+
+
 def test_refused_transition_is_recorded_for_reconciliation(
     database: str, db: psycopg.Connection[Any]
 ) -> None:
@@ -330,10 +384,10 @@ def test_bulk_claim_returns_only_new_pairs_and_finish_marks_them(
     inbox, consumer = Inbox(), unique("consumer")
     events = [decode(record(unique("agg"), 1)) for _ in range(3)]
     with db.transaction():
-        first = inbox.claim_many(db, [(e, consumer) for e in events[:2]])
+        first = inbox.claim_many(db, [(e, consumer) for e in events[:2]], processed=False)
     assert first == {(e.event_id, consumer): "new" for e in events[:2]}
     with db.transaction():
-        second = inbox.claim_many(db, [(e, consumer) for e in events])
+        second = inbox.claim_many(db, [(e, consumer) for e in events], processed=False)
         inbox.finish_many(db, [(events[2], consumer, "PROCESSED", None)])
     # Unfinished RECEIVED rows may be claimed again (batch mode defers failures that way).
     assert second == {
@@ -352,7 +406,7 @@ def test_bulk_claim_returns_only_new_pairs_and_finish_marks_them(
         events[2].event_id: "PROCESSED",
     }
     with db.transaction():
-        assert inbox.claim_many(db, [(events[2], consumer)]) == {}
+        assert inbox.claim_many(db, [(events[2], consumer)], processed=False) == {}
 
 
 def test_an_event_type_no_handler_takes_is_counted_unhandled_whatever_its_bytes(
@@ -643,3 +697,28 @@ def test_hold_sees_no_gap_where_a_version_was_consumed_without_being_applied(
     ]
     assert handler.applied == ["1", "3", "5"]
     assert letters.sent == []
+
+
+def test_the_durability_barrier_flushes_every_asynchronous_commit_before_it(
+    database: str,
+) -> None:
+    """The consumer's session commits without waiting for the WAL flush; the barrier it
+    runs before each offset commit returns only once the WAL holding them is flushed."""
+    source = Reconnecting(database, synchronous_commit=False)
+    conn = source()
+    assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+    table = unique("barrier")
+    conn.execute(sql.SQL("CREATE TABLE {} (n int)").format(sql.Identifier(table)))
+    for n in range(20):
+        with conn.transaction():
+            conn.execute(sql.SQL("INSERT INTO {} VALUES (%s)").format(sql.Identifier(table)), (n,))
+    written = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    assert written is not None
+    durability_barrier(conn)
+    flushed = conn.execute(
+        "SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (written[0],)
+    ).fetchone()
+    assert flushed == (True,)
+    assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+    conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
+    source.close()

@@ -1,8 +1,11 @@
-"""Step 7, batch mode: a whole poll batch in one transaction — one multi-row inbox claim,
-guard + handler per record, one status UPDATE, one COMMIT.
+"""Step 7, batch mode: a whole poll batch in one transaction.
 
-The fast path takes no savepoints (no extra round trips per record); if a record fails,
-the batch is redone with a savepoint per record, and the failing record is deferred with
+The fast path costs a fixed number of statements whatever the batch's size: one
+multi-row inbox claim, one locking read of the batch's aggregate versions (judged in
+memory, record by record), one `handle_batch` call per handler, one version upsert, one
+status UPDATE, COMMIT. If anything on it fails — a handler, a signal, a version gap
+under `hold`, a version moved by another transaction — the batch is redone with a
+savepoint and the one-by-one guard per record, and a failing record is deferred with
 its aggregate's later records in the batch to the per-record path (retries, dead
 letter) after the commit, so per-aggregate order holds. If the transaction itself fails
 (e.g. the database went away), nothing committed and every record is deferred.
@@ -11,16 +14,20 @@ letter) after the commit, so per-aggregate order holds. If the transaction itsel
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from cdcbox.consumer.stats import Outcome
+from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
+from cdcbox.inbox import Claim
 from cdcbox.parking import ParkedKey
+from cdcbox.version_guard import BatchVersions
 
 log = logging.getLogger("cdcbox.consumer")
 
@@ -39,14 +46,15 @@ class BatchTransaction:
     def __init__(self, stores: Stores, transaction: RecordTransaction) -> None:
         self.stores = stores
         self.transaction = transaction
+        self.guard: GuardStep = transaction.guard
 
     def apply(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
         """Apply distinct (event, consumer) records; see the module docstring."""
         try:
             try:
-                return self._run(conn, batch, savepoints=False)
+                return self._fast(conn, batch)
             except _NeedsSavepoints:
-                return self._run(conn, batch, savepoints=True)
+                return self._with_savepoints(conn, batch)
         except psycopg.Error as e:
             log.warning(
                 "batch of %d records failed as a whole (%s); processing them one by one",
@@ -55,44 +63,95 @@ class BatchTransaction:
             )
             return BatchResult(deferred=list(batch))
 
-    def _run(
-        self, conn: psycopg.Connection[Any], batch: list[Routed], savepoints: bool
-    ) -> BatchResult:
+    def _fast(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
+        result = BatchResult()
+        try:
+            with conn.transaction():
+                claimed = self._claim(conn, batch, result, processed=True)
+                fresh = [r for r in batch if (r.event.event_id, r.consumer) in claimed]
+                versions = BatchVersions(
+                    self.stores.versions.lock_many(
+                        conn,
+                        {r.parked_key for r in fresh if r.event.aggregate_version is not None},
+                    )
+                )
+                to_handle: dict[str, list[Routed]] = {}  # by consumer name: one per handler
+                for r in fresh:
+                    version = r.event.aggregate_version
+                    if version is not None:
+                        verdict = self.guard.judge(versions.advance(r.parked_key, version), version)
+                        if verdict is not None:
+                            result.applied.append((r, verdict))
+                            continue
+                    to_handle.setdefault(r.consumer, []).append(r)
+                for routed in to_handle.values():
+                    routed[0].handler.handle_batch([r.event for r in routed], conn)
+                    result.applied.extend((r, Outcome.PROCESSED) for r in routed)
+                if not self.stores.versions.advance_many(conn, versions.advanced):
+                    raise RuntimeError("another transaction moved a version of this batch")
+                self._finish(conn, result, claimed, marked=Outcome.PROCESSED)
+        except Exception as e:
+            raise _NeedsSavepoints from e
+        return result
+
+    def _with_savepoints(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
         result = BatchResult()
         blocked: set[ParkedKey] = set()
         with conn.transaction():
-            claimed = self.stores.inbox.claim_many(conn, [(r.event, r.consumer) for r in batch])
+            claimed = self._claim(conn, batch, result, processed=False)
             for r in batch:
                 if (r.event.event_id, r.consumer) not in claimed:
-                    result.applied.append((r, Outcome.DUPLICATE))
-                elif r.parked_key in blocked:
+                    continue
+                if r.parked_key in blocked:
                     result.deferred.append(r)  # keep order behind its failed predecessor
-                elif not savepoints:
-                    try:
+                    continue
+                try:
+                    with conn.transaction():  # SAVEPOINT
                         result.applied.append((r, self.transaction.guard_and_handle(conn, r)))
-                    except Exception as e:
-                        raise _NeedsSavepoints from e
-                else:
-                    try:
-                        with conn.transaction():  # SAVEPOINT
-                            result.applied.append((r, self.transaction.guard_and_handle(conn, r)))
-                    except Exception:
-                        blocked.add(r.parked_key)
-                        result.deferred.append(r)
-            self.stores.inbox.finish_many(
-                conn,
-                [
-                    (
-                        r.event,
-                        r.consumer,
-                        "PROCESSED" if o is Outcome.PROCESSED else "SKIPPED",
-                        "stale version" if o is Outcome.STALE else None,
-                    )
-                    for r, o in result.applied
-                    if o in (Outcome.PROCESSED, Outcome.STALE)
-                ],
-            )
-            for r, _ in result.applied:
-                claim = claimed.get((r.event.event_id, r.consumer))
-                self.transaction.release_if_drained(conn, r, claim)
+                except Exception:
+                    blocked.add(r.parked_key)
+                    result.deferred.append(r)
+            self._finish(conn, result, claimed, marked=None)
         return result
+
+    def _claim(
+        self,
+        conn: psycopg.Connection[Any],
+        batch: list[Routed],
+        result: BatchResult,
+        processed: bool,
+    ) -> dict[tuple[uuid.UUID, str], Claim]:
+        """Claim the batch; the records claimed before end as duplicates."""
+        claimed = self.stores.inbox.claim_many(
+            conn, [(r.event, r.consumer) for r in batch], processed
+        )
+        result.applied.extend(
+            (r, Outcome.DUPLICATE) for r in batch if (r.event.event_id, r.consumer) not in claimed
+        )
+        return claimed
+
+    def _finish(
+        self,
+        conn: psycopg.Connection[Any],
+        result: BatchResult,
+        claimed: dict[tuple[uuid.UUID, str], Claim],
+        marked: Outcome | None,
+    ) -> None:
+        """Mark the claimed rows' outcomes (but those the claim already `marked`) and
+        release the parks they drained."""
+        self.stores.inbox.finish_many(
+            conn,
+            [
+                (
+                    r.event,
+                    r.consumer,
+                    "PROCESSED" if o is Outcome.PROCESSED else "SKIPPED",
+                    "stale version" if o is Outcome.STALE else None,
+                )
+                for r, o in result.applied
+                if o in (Outcome.PROCESSED, Outcome.STALE) and o is not marked
+            ],
+        )
+        for r, _ in result.applied:
+            claim = claimed.get((r.event.event_id, r.consumer))
+            self.transaction.release_if_drained(conn, r, claim)

@@ -16,7 +16,7 @@ from cdcbox.consumer.config import GapPolicy
 from cdcbox.consumer.signals import RetryLater
 from cdcbox.consumer.stats import Outcome
 from cdcbox.event import Event
-from cdcbox.version_guard import VersionGuard
+from cdcbox.version_guard import GuardResult, VersionGuard
 
 
 class GuardStep:
@@ -29,7 +29,11 @@ class GuardStep:
         version = event.aggregate_version
         if version is None:
             return None  # unversioned events bypass the guard
-        result = self.guard.advance(conn, event, consumer)
+        return self.judge(self.guard.advance(conn, event, consumer), version)
+
+    def judge(self, result: GuardResult, version: int) -> Outcome | None:
+        """The verdict on an advance already made: None (apply) or `Outcome.STALE`;
+        `RetryLater` for a gap under `hold`."""
         if not result.applied:
             return Outcome.STALE
         if self.gap_policy == "hold" and result.gap_before(version):

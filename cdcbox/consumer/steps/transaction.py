@@ -33,15 +33,27 @@ class RecordTransaction:
         self.dedupe = dedupe  # False only for the fault suite (FaultSwitches)
 
     def apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
-        """Claim, guard, handle and mark in one transaction; any exception rolls it back."""
+        """Claim, guard, handle and mark in one transaction; any exception rolls it back.
+        Claim and guard are one statement: BEGIN, claim + guard, the handler's
+        statements, COMMIT."""
         event, name = routed.event, routed.consumer
         started = time.perf_counter()
         with conn.transaction():
-            claim = self.stores.inbox.claim(conn, event, name)
-            if claim is None and self.dedupe:
-                self.release_if_drained(conn, routed, claim)
-                return Outcome.DUPLICATE
-            outcome = self.guard_and_handle(conn, routed)
+            if event.aggregate_version is not None and self.dedupe:
+                claim, advanced = self.stores.claim_and_advance.run(conn, event, name)
+                if claim is None:
+                    self.release_if_drained(conn, routed, claim)
+                    return Outcome.DUPLICATE
+                outcome = self.guard.judge(advanced, event.aggregate_version)
+                if outcome is None:
+                    routed.handler.handle(event, conn)
+                    outcome = Outcome.PROCESSED
+            else:
+                claim = self.stores.inbox.claim(conn, event, name)
+                if claim is None and self.dedupe:
+                    self.release_if_drained(conn, routed, claim)
+                    return Outcome.DUPLICATE
+                outcome = self.guard_and_handle(conn, routed)
             if outcome is Outcome.STALE:
                 self.stores.inbox.mark_skipped(conn, event, name, "stale version")
             self.release_if_drained(conn, routed, claim)
