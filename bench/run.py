@@ -1,5 +1,9 @@
-"""scripts/bench: every benchmark in one run on one machine, printed as tables, saved as
-JSON (bench/results/) and plotted (PNG beside it). `--quick` keeps it under 5 minutes."""
+"""scripts/bench: every benchmark in one run on one machine, side by side, saved as JSON
+(bench/results/), plotted (PNG beside it) and judged against the targets
+(`bench/targets.py`); `python -m bench.report FILE --readme` puts it in the README.
+
+`--quick` stays under 6 minutes, the full run under 20; `--smoke` (tiny sizes) is run
+by the test suite so the benchmarks cannot rot."""
 
 from __future__ import annotations
 
@@ -8,36 +12,70 @@ import json
 import os
 import platform
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import matplotlib
+import psycopg
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench import pipeline, producer
+from bench import catch_up, consumer_cost, drain, e2e, loadgen, producer
+from bench.report import section
+from cdcbox.migrate import migrate
+from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+@dataclass(frozen=True)
+class Sizes:
+    seconds: int
+    cdc_rates: tuple[int, ...]
+    polling_rates: tuple[int, ...]
+    records: int
+    drain_small: int
+    drain_large: int
+    drain_large_measured: int
+    naive_rows: int
+    catch_up_rate: int
+    catch_up_steady_s: int
+    catch_up_backlog: int
+
+
+SIZES = {
+    "smoke": Sizes(2, (200,), (200,), 2000, 300, 3000, 300, 100, 100, 2, 2000),
+    "quick": Sizes(
+        8, (1000, 2000, 3000), (500,), 20_000, 3000, 300_000, 30_000, 1000, 1000, 6, 100_000
+    ),
+    "full": Sizes(
+        30,
+        (500, 1000, 2000, 3000, 5000),
+        (500, 1000, 2000),
+        100_000,
+        3000,
+        1_000_000,
+        100_000,
+        2000,
+        1000,
+        20,
+        100_000,
+    ),
+}
+
+
 def machine() -> dict[str, Any]:
     versions = StackVersions.load(resource_dir("infra") / "versions.env")
-    mem_kb = int(
-        next(
-            line.split()[1]
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal")
-        )
-    )
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    mem_kb = int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal")))
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
+        (line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
         platform.processor(),
     )
     return {
@@ -52,171 +90,94 @@ def machine() -> dict[str, Any]:
     }
 
 
-def table(title: str, rows: list[tuple[Any, ...]], headers: tuple[str, ...]) -> None:
-    cells = [tuple(map(str, headers))] + [
-        tuple(f"{c:,.1f}" if isinstance(c, float) else str(c) for c in r) for r in rows
-    ]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    print(f"\n## {title}")
-    for r in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+def load_generator(dsn: str, pgbench: Path, seconds: int) -> dict[str, Any]:
+    """What pgbench can offer unthrottled (10 events per transaction, 4 clients), into an
+    outbox outside the connector's publication: the writer's ceiling, not Debezium's."""
+    names = DbNames(schema=f"bench_load_{uuid.uuid4().hex[:6]}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {names.schema}")
+    with psycopg.connect(dsn) as conn:
+        migrate(conn, names=names)
+    try:
+        offered = loadgen.offer(dsn, pgbench, names.schema, "benchload", None, seconds, 10)
+        return offered.as_dict()
+    finally:
+        e2e.drop_schema(dsn, names)
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
-    fig, (cdf, bars) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for label, run in results["latency_cdf"].items():
-        samples = sorted(run)
-        if samples:
-            cdf.plot(samples, [i / len(samples) for i in range(1, len(samples) + 1)], label=label)
+def plot(results: dict[str, Any], samples: dict[str, list[float]], path: Path) -> None:
+    fig, (cdf, bars) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for label, run in samples.items():
+        ordered = sorted(run)
+        if ordered:
+            cdf.plot(ordered, [i / len(ordered) for i in range(1, len(ordered) + 1)], label=label)
     cdf.set_xscale("log")
-    cdf.set_xlabel("commit → handler latency (ms)")
+    cdf.set_xlabel("commit → handler committed (ms)")
     cdf.set_ylabel("fraction of events")
-    cdf.set_title("End-to-end latency at 1,000 events/s")
+    cdf.set_title("End-to-end latency (legend: offered → delivered events/s)")
     cdf.grid(True, which="both", alpha=0.3)
-    cdf.legend()
+    cdf.legend(fontsize=8)
     cost = results["consumer_cost"]["records_per_s"]
-    bars.bar(list(cost), list(cost.values()), color=["#999", "#777", "#4a90d9", "#1f5fa8"])
+    bars.bar([k.replace("_", "\n") for k in cost], list(cost.values()))
     bars.set_ylabel("records/s")
     bars.set_title(f"Consumer cost ({results['consumer_cost']['records']:,} records)")
-    bars.tick_params(axis="x", rotation=15)
-    fig.suptitle(
-        f"cdcbox on {results['machine']['cores']} cores, "
-        f"{results['machine']['memory_gib']} GiB (whole stack on the machine)"
-    )
+    m = results["machine"]
+    fig.suptitle(f"cdcbox on {m['cores']} cores, {m['memory_gib']} GiB (whole stack on it)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="Reduced sizes, under 5 minutes.")
+    parser.add_argument("--quick", action="store_true", help="Reduced sizes, under 6 minutes.")
     parser.add_argument("--smoke", action="store_true", help="Tiny sizes, to keep it from rotting.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where JSON and PNG go.")
     args = parser.parse_args()
     dsn, bootstrap = os.environ["CDCBOX_DSN"], os.environ["CDCBOX_BOOTSTRAP_SERVERS"]
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
-    seconds = {"smoke": 2, "quick": 8, "full": 30}[size]
-    rates = {"smoke": [200], "quick": [500, 1000, 2000], "full": [500, 1000, 2000, 5000]}[size]
-    records = {"smoke": 2000, "quick": 20_000, "full": 200_000}[size]
+    z = SIZES[size]
     pgbench = Path(f"/usr/lib/postgresql/{machine()['postgres']}/bin/pgbench")
     results: dict[str, Any] = {
         "machine": machine(),
         "size": size,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-
-    results["producer"] = producer.run(dsn, pgbench, clients=8, seconds=max(seconds // 2, 2))
-    p = results["producer"]
-    table(
-        "Producer overhead (pgbench, 8 clients, pipelined, synchronous_commit on, "
-        "wal_level=logical, an outbox outside the connector's publication)",
-        [(k, v["tps"]) for k, v in p["tps"].items()],
-        ("case", "tps"),
-    )
-    table("Producer ratios", [(k, v) for k, v in p["ratios"].items()], ("ratio", "value"))
-
-    results["consumer_cost"] = pipeline.consumer_cost(dsn, bootstrap, records)
-    c = results["consumer_cost"]
-    table(
-        f"Consumer cost ({records:,} pre-filled records)",
-        list(c["records_per_s"].items()),
-        ("consumer", "records/s"),
-    )
-    table("Consumer ratios", list(c["ratios"].items()), ("ratio", "value"))
-    table(
-        "Consumer p99 per record (ms)", list(c["p99_ms_per_record"].items()), ("consumer", "p99 ms")
-    )
-
-    cdc = {r: pipeline.cdc_at_rate(dsn, bootstrap, r, seconds) for r in rates}
-    poll = {r: pipeline.polling_at_rate(dsn, bootstrap, r, seconds, listen=True) for r in rates}
-    poll_nolisten = pipeline.polling_at_rate(
-        dsn, bootstrap, 500 if size != "smoke" else 200, seconds, listen=False
-    )
-    rows = []
-    for label, runs in (("cdc", cdc), ("polling+notify", poll)):
-        for rate, run in runs.items():
-            lat = run["latency_ms"]
-            rows.append(
-                (
-                    label,
-                    rate,
-                    run["offered_per_s"],
-                    run["throughput_per_s"],
-                    lat["p50"],
-                    lat["p95"],
-                    lat["p99"],
-                    lat["max"],
-                    run["backlog_after_s"],
-                )
-            )
-    lat = poll_nolisten["latency_ms"]
-    rows.append(
-        (
-            "polling, no notify",
-            500,
-            poll_nolisten["offered_per_s"],
-            poll_nolisten["throughput_per_s"],
-            lat["p50"],
-            lat["p95"],
-            lat["p99"],
-            lat["max"],
-            poll_nolisten["backlog_after_s"],
+    results["producer"] = producer.run(dsn, pgbench, clients=8, seconds=max(z.seconds // 2, 2))
+    results["load_generator"] = load_generator(dsn, pgbench, max(z.seconds // 2, 2))
+    results["consumer_cost"] = consumer_cost.consumer_cost(dsn, bootstrap, z.records)
+    samples: dict[str, list[float]] = {}
+    runs: dict[str, dict[int, dict[str, Any]]] = {"cdc": {}, "polling_notify": {}}
+    for rate in z.cdc_rates:
+        runs["cdc"][rate] = e2e.cdc_at_rate(dsn, bootstrap, pgbench, rate, z.seconds)
+    for rate in z.polling_rates:
+        runs["polling_notify"][rate] = e2e.polling_at_rate(
+            dsn, bootstrap, pgbench, rate, z.seconds, listen=True
         )
-    )
-    table(
-        f"End to end ({seconds}s per rate; consumer in batch mode with a one-row write)",
-        rows,
-        (
-            "relay",
-            "rate",
-            "offered/s",
-            "delivered/s",
-            "p50 ms",
-            "p95 ms",
-            "p99 ms",
-            "max ms",
-            "drain s",
-        ),
-    )
-    results["e2e"] = {
-        "cdc": {r: {k: v for k, v in run.items() if k != "lag_ms"} for r, run in cdc.items()},
-        "polling_notify": {
-            r: {k: v for k, v in run.items() if k != "lag_ms"} for r, run in poll.items()
-        },
-        "polling_no_notify": {k: v for k, v in poll_nolisten.items() if k != "lag_ms"},
+    runs["polling_no_notify"] = {
+        z.polling_rates[0]: e2e.polling_at_rate(
+            dsn, bootstrap, pgbench, z.polling_rates[0], z.seconds, listen=False
+        )
     }
-    ref = 1000 if 1000 in rates else rates[0]
-    results["latency_cdf"] = {
-        f"CDC @ {ref}/s": cdc[ref]["lag_ms"],
-        f"polling relay + NOTIFY @ {ref}/s": poll[ref]["lag_ms"],
-    }
-
-    results["drain"] = pipeline.drain_rates(
-        dsn, bootstrap, {"smoke": 300, "quick": 3000, "full": 20_000}[size]
+    for relay, by_rate in runs.items():
+        for run in by_rate.values():
+            if run["lag_samples_ms"]:
+                label = f"{relay} {run['offered_per_s']:,.0f} → {run['delivered_per_s']:,.0f}/s"
+                samples[label] = run.pop("lag_samples_ms")
+            run.pop("lag_samples_ms", None)
+    results["e2e"] = runs
+    results["drain"] = drain.drain_rates(
+        dsn, bootstrap, z.drain_small, z.drain_large, z.drain_large_measured, z.naive_rows
     )
-    results["catch_up"] = pipeline.catch_up(dsn, bootstrap, rates[0], seconds * 3)
-    cu = results["catch_up"]
-    table(
-        "Catch-up (consumer stopped for a third of a steady CDC run)",
-        [(k, v if v is not None else "n/a") for k, v in cu.items()],
-        ("measure", "value"),
+    results["catch_up"] = catch_up.catch_up(
+        dsn, bootstrap, pgbench, z.catch_up_rate, z.catch_up_steady_s, z.catch_up_backlog
     )
-    d = results["drain"]
-    table(
-        "Polling relay drain (backlog)",
-        [(k, v) for k, v in d["rows_per_s"].items()] + [("ratio cdcbox / naive", d["ratio"])],
-        ("relay", "rows/s"),
-    )
-
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.out.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = args.out / f"{stamp}-{size}.json"
-    out.write_text(
-        json.dumps({k: v for k, v in results.items() if k != "latency_cdf"}, indent=2, default=str)
-    )
-    png = out.with_suffix(".png")
-    plot(results, png)
-    print(f"\nresults: {out}\nplot:    {png}")
+    out = args.out / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{size}.json"
+    out.write_text(json.dumps(results, indent=1, default=str))
+    plot(results, samples, out.with_suffix(".png"))
+    print(section(out.resolve()))
+    print(f"\nresults: {out}\nplot:    {out.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,19 @@ def test_bench_smoke_run_writes_results_and_a_plot(stack: Endpoints, tmp_path: P
     assert result.returncode == 0, result.stderr[-3000:]
     (json_path,) = tmp_path.glob("*-smoke.json")
     results = json.loads(json_path.read_text())
-    assert {"machine", "producer", "consumer_cost", "e2e", "drain"} <= set(results)
+    assert {
+        "machine",
+        "producer",
+        "load_generator",
+        "consumer_cost",
+        "e2e",
+        "drain",
+        "catch_up",
+    } <= set(results)
     assert results["machine"]["cores"] >= 1
     assert results["consumer_cost"]["records_per_s"]["cdcbox_batch"] > 0
-    assert results["e2e"]["cdc"]["200"]["processed"] == results["e2e"]["cdc"]["200"]["written"]
+    cdc = results["e2e"]["cdc"]["200"]
+    assert cdc["processed"] == cdc["events"] > 0
+    assert results["catch_up"]["backlog_at_restart"] > 0
     assert json_path.with_suffix(".png").stat().st_size > 10_000
-    assert "## Producer overhead" in result.stdout
+    assert "| area | target |" in result.stdout  # the judged targets, as the README shows

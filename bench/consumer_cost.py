@@ -1,0 +1,145 @@
+"""What the consumer costs: cdcbox against bare kafka-python consumers over the same
+pre-filled topic, each in a process of its own (its rate and its peak RSS).
+
+(a) bare decode: poll, json-decode, commit offsets; (b) bare + the business write: (a)
+plus one `executemany` INSERT and COMMIT per poll batch, no inbox; (c) cdcbox, one
+transaction per record; (d) cdcbox batch mode, one transaction per poll batch. The
+events carry aggregate versions, so cdcbox's inbox and version guard both run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from kafka import KafkaConsumer, KafkaProducer
+
+from bench.handlers import EFFECT_DDL, EFFECT_INSERT, effect_handler
+from bench.processes import FORK, peak_rss_mb
+from bench.stats import percentiles
+from cdcbox import wire
+from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
+from cdcbox.kafka_client import KafkaSettings
+from cdcbox.relay.records import to_record
+from cdcbox.relay.store import OutboxRow
+from cdcbox.topics import ensure_topics
+
+AGGREGATES = 500
+
+
+def prefill(bootstrap: str, topic: str, count: int) -> None:
+    """`count` events over 500 aggregates, versions 1, 2, … along each, as the relays
+    would publish them."""
+    ensure_topics(KafkaSettings(bootstrap), [topic])
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262144)
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    for i in range(count):
+        row = OutboxRow(
+            0,
+            uuid.uuid4(),
+            topic.removeprefix(wire.TOPIC_PREFIX),
+            f"a{i % AGGREGATES}",
+            i // AGGREGATES + 1,
+            "Bench",
+            json.dumps({"n": i}).encode(),
+            wire.CONTENT_TYPE_JSON,
+            "",
+            now,
+            "2026-01-01T00:00:00.000000Z",
+            0,
+        )
+        r = to_record(row)
+        producer.send(topic, key=r.key, value=r.value, headers=r.headers)
+    producer.flush()
+    producer.close()
+
+
+def _in_child(target: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    queue = FORK.Queue()
+
+    def main() -> None:
+        result = target(*args)
+        queue.put({**result, "rss_mb": peak_rss_mb()})
+
+    child = FORK.Process(target=main)
+    child.start()
+    result: dict[str, Any] = queue.get(timeout=900)
+    child.join(timeout=30)
+    return result
+
+
+def _bare(dsn: str, bootstrap: str, topic: str, count: int, write: bool) -> dict[str, Any]:
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"bare-{uuid.uuid4()}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=500,
+    )
+    writer = psycopg.connect(dsn) if write else None
+    seen, start = 0, time.perf_counter()
+    while seen < count:
+        for records in consumer.poll(timeout_ms=500).values():
+            decoded = [json.loads(r.value) for r in records]
+            if writer is not None:
+                with writer.cursor() as cur:
+                    cur.executemany(EFFECT_INSERT, [(None, "bare", d["n"]) for d in decoded])
+                writer.commit()
+            seen += len(decoded)
+            consumer.commit()
+    elapsed = time.perf_counter() - start
+    consumer.close(autocommit=False)
+    if writer is not None:
+        writer.close()
+    return {"records_per_s": count / elapsed}
+
+
+def _cdcbox(dsn: str, bootstrap: str, topic: str, count: int, batch: bool) -> dict[str, Any]:
+    name = f"bench-{'batch' if batch else 'record'}-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer(
+        [effect_handler(name, topic.removeprefix(wire.TOPIC_PREFIX))],
+        ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=name, batch_mode=batch),
+    )
+    start = time.perf_counter()
+    consumer.run(max_records=count)
+    elapsed = time.perf_counter() - start
+    if consumer.stats[Outcome.PROCESSED] != count:
+        raise RuntimeError(f"{name} processed {consumer.stats[Outcome.PROCESSED]} of {count}")
+    return {
+        "records_per_s": count / elapsed,
+        "record_ms": percentiles(consumer.stats.handler_ms),
+    }
+
+
+def consumer_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
+    topic = wire.topic_for(f"benchcost{uuid.uuid4().hex[:6]}")
+    prefill(bootstrap, topic, count)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(EFFECT_DDL)
+    runs = {
+        "bare_decode": _in_child(_bare, dsn, bootstrap, topic, count, False),
+        "bare_business_write": _in_child(_bare, dsn, bootstrap, topic, count, True),
+        "cdcbox_per_record": _in_child(_cdcbox, dsn, bootstrap, topic, count, False),
+        "cdcbox_batch": _in_child(_cdcbox, dsn, bootstrap, topic, count, True),
+    }
+    rate = {k: v["records_per_s"] for k, v in runs.items()}
+    return {
+        "records": count,
+        "records_per_s": rate,
+        "rss_mb": {k: v["rss_mb"] for k, v in runs.items()},
+        # Per record: from the start of the transaction that applied it to its COMMIT
+        # (in batch mode, its batch's transaction: no record commits before the batch).
+        "record_ms": {k: v["record_ms"] for k, v in runs.items() if "record_ms" in v},
+        "ratios": {
+            "per_record / bare_business_write": rate["cdcbox_per_record"]
+            / rate["bare_business_write"],
+            "batch / bare_business_write": rate["cdcbox_batch"] / rate["bare_business_write"],
+            "batch / per_record": rate["cdcbox_batch"] / rate["cdcbox_per_record"],
+        },
+    }

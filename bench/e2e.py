@@ -1,0 +1,110 @@
+"""End to end at fixed offered rates: pgbench commits outbox events, a relay publishes
+them (Debezium through Kafka Connect, or the polling relay's workers), a cdcbox batch
+consumer in its own process applies them.
+
+Two legs are timed per event: relay (`occurred_at` → the record reaches a bare Kafka
+consumer) and end to end (`occurred_at` → the cdcbox handler's transaction committed).
+A rate pgbench did not reach gets no latency: only what was offered is reported.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench import loadgen
+from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses
+from bench.stats import percentiles
+from cdcbox import wire
+from cdcbox.kafka_client import KafkaSettings
+from cdcbox.migrate import migrate
+from cdcbox.names import DbNames
+from cdcbox.topics import ensure_topics
+
+
+def events_per_tx(rate: float) -> int:
+    """One event per transaction up to 2,000/s, as a service writes; above that, ten
+    (a busy service's multi-event transactions), so pgbench's clients keep up."""
+    return 1 if rate <= 2000 else 10
+
+
+def _measure(
+    dsn: str,
+    bootstrap: str,
+    pgbench: Path,
+    schema: str,
+    aggregate_type: str,
+    rate: float,
+    seconds: float,
+) -> dict[str, Any]:
+    topic = wire.topic_for(aggregate_type)
+    ensure_topics(KafkaSettings(bootstrap), [topic])
+    consumer = ConsumerProcess(dsn, bootstrap, aggregate_type).start()
+    with KafkaProbe(bootstrap, topic) as probe:
+        started = time.monotonic()
+        offered = loadgen.offer(
+            dsn, pgbench, schema, aggregate_type, rate, seconds, events_per_tx(rate)
+        )
+        wrote = time.monotonic()
+        result = consumer.finish(offered.events, timeout_s=120)
+    applied_at = next((t for t, n in result["progress"] if n >= offered.events), None)
+    reached = offered.reached and result["processed"] == offered.events
+    return {
+        **offered.as_dict(),
+        "processed": result["processed"],
+        "delivered_per_s": result["processed"] / ((applied_at or time.monotonic()) - started),
+        # After the writers stopped: how long the rest took to apply (no growing backlog:
+        # a fraction of a second).
+        "drain_after_writes_s": None if applied_at is None else max(applied_at - wrote, 0.0),
+        "relay_leg_ms": percentiles(probe.lag_ms) if reached else None,
+        "latency_ms": percentiles(result["lag_ms"]) if reached else None,
+        "consumer_rss_mb": result["rss_mb"],
+        "lag_samples_ms": result["lag_ms"] if reached else [],
+    }
+
+
+def cdc_at_rate(
+    dsn: str, bootstrap: str, pgbench: Path, rate: float, seconds: float
+) -> dict[str, Any]:
+    aggregate_type = f"benchcdc{uuid.uuid4().hex[:6]}"
+    return _measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds)
+
+
+def polling_schema(dsn: str) -> DbNames:
+    names = DbNames(schema=f"bench_{uuid.uuid4().hex[:8]}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+    with psycopg.connect(dsn) as conn:
+        migrate(conn, names=names, mode="polling")
+    return names
+
+
+def drop_schema(dsn: str, names: DbNames) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(names.schema)))
+
+
+def polling_at_rate(
+    dsn: str,
+    bootstrap: str,
+    pgbench: Path,
+    rate: float,
+    seconds: float,
+    listen: bool,
+    workers: int = 2,
+) -> dict[str, Any]:
+    """`workers` relay processes (LISTEN/NOTIFY on or off) instead of Debezium."""
+    names = polling_schema(dsn)
+    aggregate_type = f"benchpoll{uuid.uuid4().hex[:6]}"
+    try:
+        with RelayProcesses(dsn, bootstrap, names.schema, workers, listen) as relays:
+            run = _measure(dsn, bootstrap, pgbench, names.schema, aggregate_type, rate, seconds)
+            run["relay_rss_mb"] = max(r["rss_mb"] for r in relays.stop())
+        return run
+    finally:
+        drop_schema(dsn, names)

@@ -1,0 +1,32 @@
+"""The benchmark's business write, the same for the bare clients and for cdcbox: one
+row per event into `bench_effect`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from cdcbox.consumer import Event, Handler
+
+EFFECT_DDL = "CREATE TABLE IF NOT EXISTS bench_effect (event_id uuid, aggregate_id text, n int)"
+EFFECT_INSERT = "INSERT INTO bench_effect VALUES (%s, %s, %s)"
+
+
+def effect_handler(name: str, aggregate_type: str) -> Handler:
+    class Effect(Handler):
+        consumer_name = name
+        aggregate_types = (aggregate_type,)
+        event_types = frozenset({"Bench"})
+
+        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+            conn.execute(EFFECT_INSERT, (event.event_id, event.aggregate_id, event.payload["n"]))
+
+        def handle_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+            with conn.cursor() as cur:  # the bare consumer's statement, as executemany
+                cur.executemany(
+                    EFFECT_INSERT, [(e.event_id, e.aggregate_id, e.payload["n"]) for e in events]
+                )
+
+    return Effect()

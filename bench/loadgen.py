@@ -1,0 +1,143 @@
+"""The load generator: pgbench writing outbox events at a fixed offered rate.
+
+pgbench (C, several client connections, prepared statements) keeps Python out of the
+writing side, so the benchmark measures the pipeline, not its own writers. Each
+transaction appends `events_per_tx` events with one multi-row INSERT, exactly the row
+`Outbox.append_many` writes (time-ordered event id, ISO `occurred_at`). Versions come
+from one sequence, so they increase along every aggregate and the consumers' version
+guard runs for real. pgbench's `--rate` schedules transactions on a Poisson clock and
+reports what it achieved; a run that fell short of the asked rate says so (`reached`),
+and callers must not report a latency for a rate that was not reached.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench.producer import ISO, UUID7
+
+# A run reached its rate when pgbench delivered at least this share of it.
+REACHED = 0.95
+
+
+@dataclass(frozen=True)
+class Offered:
+    asked_per_s: float
+    offered_per_s: float  # events/s pgbench achieved
+    events: int
+    events_per_tx: int
+    clients: int
+    seconds: float
+
+    @property
+    def reached(self) -> bool:
+        return self.offered_per_s >= REACHED * self.asked_per_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "reached": self.reached}
+
+
+def script(schema: str, aggregate_type: str, events_per_tx: int) -> str:
+    return (
+        "\\set aid random(1, 1000000)\n"
+        f"INSERT INTO {schema}.outbox_event (event_id, aggregate_type, aggregate_id, "
+        "aggregate_version, event_type, payload, content_type, trace_id, created_at, "
+        f"occurred_at) SELECT {UUID7}, '{aggregate_type}', ((:aid + g) % 20000)::text, "
+        f"nextval('{schema}.bench_version'), 'Bench', "
+        "convert_to('{\"n\":' || g || '}', 'UTF8'), 'application/json', '', n.ts, "
+        f"to_char(n.ts, {ISO}) FROM generate_series(1, {events_per_tx}) g, "
+        "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) n;\n"
+    )
+
+
+def pgbench_env(dsn: str) -> dict[str, str]:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    return {
+        **os.environ,
+        "PGHOST": str(info.get("host", "")),
+        "PGPORT": str(info.get("port", "")),
+        "PGUSER": str(info.get("user", "")),
+        "PGDATABASE": str(info.get("dbname", "")),
+    }
+
+
+def prepare(dsn: str, schema: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}.bench_version").format(sql.Identifier(schema))
+        )
+
+
+@contextmanager
+def pgbench_command(
+    dsn: str,
+    pgbench: Path,
+    schema: str,
+    aggregate_type: str,
+    rate: float | None,
+    seconds: float,
+    events_per_tx: int,
+    clients: int,
+    transactions: int | None = None,
+) -> Iterator[list[str]]:
+    """The pgbench command line (its script exists while the block runs): for `seconds`,
+    or for `transactions` in all when given."""
+    prepare(dsn, schema)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "outbox.sql"
+        path.write_text(script(schema, aggregate_type, events_per_tx))
+        command = [str(pgbench), "-n", "-c", str(clients), "-j", str(min(clients, 2))]
+        if transactions is not None:
+            command += ["-t", str(max(transactions // clients, 1))]
+        else:
+            command += ["-T", str(int(seconds))]
+        command += ["-M", "prepared", "-f", str(path)]
+        if rate is not None:
+            command += ["-R", f"{rate / events_per_tx:.3f}"]
+        yield command
+
+
+def offer(
+    dsn: str,
+    pgbench: Path,
+    schema: str,
+    aggregate_type: str,
+    rate: float | None,
+    seconds: float,
+    events_per_tx: int = 1,
+    clients: int = 4,
+    transactions: int | None = None,
+) -> Offered:
+    """Write events at `rate` events/s (None: as fast as pgbench can) for `seconds` (or
+    `transactions` in all)."""
+    with pgbench_command(
+        dsn, pgbench, schema, aggregate_type, rate, seconds, events_per_tx, clients, transactions
+    ) as command:
+        started = time.perf_counter()
+        out = subprocess.run(
+            command, env=pgbench_env(dsn), capture_output=True, text=True, check=True
+        ).stdout
+        elapsed = time.perf_counter() - started
+    match = re.search(r"number of transactions actually processed: (\d+)", out)
+    assert match is not None, out
+    events = int(match.group(1)) * events_per_tx
+    return Offered(
+        asked_per_s=rate if rate is not None else 0.0,
+        offered_per_s=events / elapsed,
+        events=events,
+        events_per_tx=events_per_tx,
+        clients=clients,
+        seconds=elapsed,
+    )

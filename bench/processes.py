@@ -1,0 +1,204 @@
+"""The benchmark's services, each in a process of its own as it runs in production: a
+cdcbox consumer, polling relay workers, and a probe that times records into Kafka.
+
+A process of its own does not share the benchmark's GIL, and its peak RSS (VmHWM) is
+its own, so the memory each service needed at its rate can be reported.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+from bench.handlers import effect_handler
+from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
+from cdcbox.event import decode
+from cdcbox.names import DbNames
+from cdcbox.relay import RelayConfig, RelayWorker
+
+FORK = multiprocessing.get_context("fork")
+_SAMPLE_S = 0.1
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size (VmHWM), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _consumer_main(
+    commands: Any, results: Any, assigned: Any, config: ConsumerConfig, aggregate_type: str
+) -> None:
+    consumer = Consumer([effect_handler(config.group_id, aggregate_type)], config)
+    runner = threading.Thread(target=consumer.run, daemon=True)
+    runner.start()
+    started = time.monotonic()
+    while not consumer.assigned() and time.monotonic() - started < 60:
+        time.sleep(0.02)
+    assigned.set()
+    progress: list[tuple[float, int]] = []
+    expected, timeout = None, 0.0
+    deadline = float("inf")
+    while True:  # sample progress until told how many to expect, and they all ended
+        processed = consumer.stats[Outcome.PROCESSED]
+        progress.append((time.monotonic(), processed))  # system-wide clock
+        if expected is None and not commands.empty():
+            expected, timeout = commands.get()
+            deadline = time.monotonic() + timeout
+        if expected is not None and (processed >= expected or time.monotonic() > deadline):
+            break
+        time.sleep(_SAMPLE_S)
+    consumer.stop()
+    runner.join(timeout=30)
+    results.put(
+        {
+            "processed": consumer.stats[Outcome.PROCESSED],
+            "lag_ms": consumer.stats.lag_ms,
+            "record_ms": consumer.stats.handler_ms,
+            "progress": progress,
+            "rss_mb": peak_rss_mb(),
+        }
+    )
+
+
+class ConsumerProcess:
+    """`cdc-ctl consume` in a child process, with the benchmark's effect handler."""
+
+    def __init__(
+        self,
+        dsn: str,
+        bootstrap: str,
+        aggregate_type: str,
+        *,
+        batch_mode: bool = True,
+        group: str | None = None,
+    ) -> None:
+        self.group = group or f"bench-{aggregate_type}-{uuid.uuid4().hex[:6]}"
+        self._config = ConsumerConfig(
+            bootstrap_servers=bootstrap, dsn=dsn, group_id=self.group, batch_mode=batch_mode
+        )
+        self._aggregate_type = aggregate_type
+        self._commands, self._results = FORK.Queue(), FORK.Queue()
+        self._assigned = FORK.Event()
+        self._process: Any = None
+
+    def start(self) -> ConsumerProcess:
+        self._process = FORK.Process(
+            target=_consumer_main,
+            args=(
+                self._commands,
+                self._results,
+                self._assigned,
+                self._config,
+                self._aggregate_type,
+            ),
+        )
+        self._process.start()
+        if not self._assigned.wait(90):
+            raise RuntimeError(f"consumer {self.group} was given no partitions in 90 s")
+        return self
+
+    def finish(self, expected: int, timeout_s: float) -> dict[str, Any]:
+        """Wait until `expected` events were applied (or `timeout_s`); its results."""
+        self._commands.put((expected, timeout_s))
+        result: dict[str, Any] = self._results.get(timeout=timeout_s + 60)
+        self._process.join(timeout=30)
+        return result
+
+
+def _relay_main(results: Any, config: RelayConfig, schema: str) -> None:
+    worker = RelayWorker(config, names=DbNames(schema=schema))
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    stats = worker.run()
+    results.put({"sent": stats.sent, "rss_mb": peak_rss_mb()})
+
+
+class RelayProcesses:
+    """`cdc-ctl relay run` workers, each in a process of its own."""
+
+    def __init__(self, dsn: str, bootstrap: str, schema: str, workers: int, listen: bool):
+        self._results = FORK.Queue()
+        self._processes = [
+            FORK.Process(
+                target=_relay_main,
+                args=(
+                    self._results,
+                    RelayConfig(
+                        dsn=dsn,
+                        bootstrap_servers=bootstrap,
+                        listen=listen,
+                        worker_id=f"bench-{i}",
+                    ),
+                    schema,
+                ),
+            )
+            for i in range(workers)
+        ]
+
+    def __enter__(self) -> RelayProcesses:
+        for p in self._processes:
+            p.start()
+        return self
+
+    def stop(self) -> list[dict[str, Any]]:
+        """SIGTERM to each pid: a worker finishes its batch, returns and reports."""
+        for p in self._processes:
+            p.terminate()
+        reports = [self._results.get(timeout=60) for _ in self._processes]
+        for p in self._processes:
+            p.join(timeout=30)
+        return reports
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self._processes:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=30)
+
+
+class KafkaProbe:
+    """A bare kafka-python consumer timing each record from its `occurred_at` (commit
+    side) to its arrival here: the relay's leg (Debezium or the polling relay), without
+    the cdcbox consumer. Runs in a thread of the benchmark process, which is idle
+    while pgbench writes."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10
+        )
+        partitions = self._consumer.partitions_for_topic(topic) or {0}
+        self._tps = [TopicPartition(topic, p) for p in partitions]
+        self._consumer.assign(self._tps)
+        self._consumer.seek_to_end(*self._tps)
+        for tp in self._tps:
+            self._consumer.position(tp)  # resolve "end" now, before anything is written
+        self.lag_ms: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> KafkaProbe:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for records in self._consumer.poll(timeout_ms=100).values():
+                now = time.time()
+                for record in records:
+                    occurred = decode(record).occurred_at
+                    if occurred is not None:
+                        self.lag_ms.append((now - occurred.timestamp()) * 1000)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self._consumer.close()

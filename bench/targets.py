@@ -1,0 +1,204 @@
+"""The performance targets (issue 11), each judged against one results file: the measured
+value, the target, their ratio and met / missed. A target a run did not measure (a
+rate pgbench did not reach, a size not run) is reported as not measured, never met."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Results = dict[str, Any]
+TIMES = "\u00d7"  # the unit of a ratio
+
+
+def _get(results: Results, *path: Any) -> Any:
+    value: Any = results
+    for key in path:
+        if not isinstance(value, dict) or str(key) not in value:
+            return None
+        value = value[str(key)]
+    return value
+
+
+@dataclass(frozen=True)
+class Target:
+    area: str
+    what: str
+    unit: str
+    at_least: bool  # True: measured >= limit; False: measured <= limit
+    limit: float
+    measure: Callable[[Results], float | None]
+
+    def judge(self, results: Results) -> tuple[float | None, bool | None]:
+        value = self.measure(results)
+        if value is None:
+            return None, None
+        return value, value >= self.limit if self.at_least else value <= self.limit
+
+
+def _cost(key: str) -> Callable[[Results], float | None]:
+    return lambda r: _get(r, "consumer_cost", "records_per_s", key)
+
+
+def _ratio(section: str, key: str) -> Callable[[Results], float | None]:
+    return lambda r: _get(r, section, "ratios", key)
+
+
+def _e2e(relay: str, rate: int, *path: str) -> Callable[[Results], float | None]:
+    return lambda r: _get(r, "e2e", relay, rate, *path)
+
+
+def _sustained(rate: int) -> Callable[[Results], float | None]:
+    """Delivered/s at `rate`, counted only when pgbench reached it and the consumer had
+    applied everything within 2 s of the writers stopping (no growing backlog)."""
+
+    def measure(r: Results) -> float | None:
+        run = _get(r, "e2e", "cdc", rate)
+        if not run or not run["reached"] or run["drain_after_writes_s"] is None:
+            return None
+        return float(run["delivered_per_s"]) if run["drain_after_writes_s"] <= 2 else 0.0
+
+    return measure
+
+
+def _max_rss(*paths: tuple[str, ...]) -> Callable[[Results], float | None]:
+    def measure(r: Results) -> float | None:
+        values = [v for p in paths if (v := _get(r, *p)) is not None]
+        return max(values) if values else None
+
+    return measure
+
+
+TARGETS = [
+    Target("consumer", "per record: records/s", "rec/s", True, 2000, _cost("cdcbox_per_record")),
+    Target(
+        "consumer",
+        "per record / bare + write",
+        TIMES,
+        True,
+        0.25,
+        _ratio("consumer_cost", "per_record / bare_business_write"),
+    ),
+    Target(
+        "consumer",
+        "per record: p99 per record",
+        "ms",
+        False,
+        3,
+        lambda r: _get(r, "consumer_cost", "record_ms", "cdcbox_per_record", "p99"),
+    ),
+    Target("consumer", "batch: records/s", "rec/s", True, 6000, _cost("cdcbox_batch")),
+    Target(
+        "consumer",
+        "batch / bare + write",
+        TIMES,
+        True,
+        0.8,
+        _ratio("consumer_cost", "batch / bare_business_write"),
+    ),
+    Target(
+        "load generator",
+        "offered events/s (pgbench, unthrottled)",
+        "ev/s",
+        True,
+        10_000,
+        lambda r: _get(r, "load_generator", "offered_per_s"),
+    ),
+    Target("CDC end to end", "sustained at 3,000/s asked", "ev/s", True, 3000, _sustained(3000)),
+    Target(
+        "CDC end to end",
+        "p99 at 1,000 ev/s",
+        "ms",
+        False,
+        250,
+        _e2e("cdc", 1000, "latency_ms", "p99"),
+    ),
+    Target(
+        "CDC end to end",
+        "p99 at 2,000 ev/s",
+        "ms",
+        False,
+        500,
+        _e2e("cdc", 2000, "latency_ms", "p99"),
+    ),
+    Target(
+        "producer",
+        "one-row transaction: floor tps / with-outbox tps",
+        TIMES,
+        False,
+        1.15,
+        _ratio("producer", "one_row: floor / outbox"),
+    ),
+    Target(
+        "producer",
+        "order transaction: throughput lost to the append",
+        "share",
+        False,
+        0.15,
+        _ratio("producer", "order: outbox cost"),
+    ),
+    Target(
+        "polling relay",
+        "p50 at 500 ev/s, NOTIFY",
+        "ms",
+        False,
+        20,
+        _e2e("polling_notify", 500, "latency_ms", "p50"),
+    ),
+    Target(
+        "polling relay",
+        "p99 at 500 ev/s, NOTIFY",
+        "ms",
+        False,
+        150,
+        _e2e("polling_notify", 500, "latency_ms", "p99"),
+    ),
+    Target(
+        "polling relay",
+        "drain, 2 workers",
+        "rows/s",
+        True,
+        5000,
+        lambda r: _get(r, "drain", "small", "rows_per_s"),
+    ),
+    Target(
+        "polling relay",
+        "drain with a large backlog / with a small one",
+        TIMES,
+        True,
+        0.8,
+        _ratio("drain", "large / small"),
+    ),
+    Target(
+        "catch-up",
+        "drain rate / steady rate",
+        TIMES,
+        True,
+        5,
+        lambda r: _get(r, "catch_up", "drain_vs_steady"),
+    ),
+    Target(
+        "memory",
+        "consumer peak RSS",
+        "MB",
+        False,
+        150,
+        _max_rss(
+            ("consumer_cost", "rss_mb", "cdcbox_batch"),
+            ("consumer_cost", "rss_mb", "cdcbox_per_record"),
+        ),
+    ),
+    Target(
+        "memory",
+        "relay peak RSS",
+        "MB",
+        False,
+        150,
+        _max_rss(("drain", "small", "relay_rss_mb"), ("drain", "large", "relay_rss_mb")),
+    ),
+]
+
+
+def judged(results: Results) -> list[tuple[Target, float | None, bool | None]]:
+    return [(t, *t.judge(results)) for t in TARGETS]
