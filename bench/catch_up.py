@@ -15,6 +15,7 @@ import psycopg
 from kafka import KafkaConsumer, TopicPartition
 
 from bench import loadgen
+from bench.pgbench import pgbench_env
 from bench.processes import ConsumerProcess
 from cdcbox import wire
 from cdcbox.groups import lag
@@ -53,7 +54,7 @@ def catch_up(
     ) as steady_command:
         steady = subprocess.Popen(
             steady_command,
-            env=loadgen.pgbench_env(dsn),
+            env=pgbench_env(dsn),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -3,8 +3,9 @@ pre-filled topic, each in a process of its own (its rate and its peak RSS).
 
 (a) bare decode: poll, json-decode, commit offsets; (b) bare + the business write: (a)
 plus one `executemany` INSERT and COMMIT per poll batch, no inbox; (c) cdcbox, one
-transaction per record; (d) cdcbox batch mode, one transaction per poll batch. The
-events carry aggregate versions, so cdcbox's inbox and version guard both run.
+transaction per record (and (c') with a `pipelined` handler); (d) cdcbox batch mode,
+one transaction per poll batch. The events carry aggregate versions, so cdcbox's inbox
+and version guard both run.
 """
 
 from __future__ import annotations
@@ -100,10 +101,12 @@ def _bare(dsn: str, bootstrap: str, topic: str, count: int, write: bool) -> dict
     return {"records_per_s": count / elapsed}
 
 
-def _cdcbox(dsn: str, bootstrap: str, topic: str, count: int, batch: bool) -> dict[str, Any]:
+def _cdcbox(
+    dsn: str, bootstrap: str, topic: str, count: int, batch: bool, pipelined: bool = False
+) -> dict[str, Any]:
     name = f"bench-{'batch' if batch else 'record'}-{uuid.uuid4().hex[:6]}"
     consumer = Consumer(
-        [effect_handler(name, topic.removeprefix(wire.TOPIC_PREFIX))],
+        [effect_handler(name, topic.removeprefix(wire.TOPIC_PREFIX), pipelined)],
         ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=name, batch_mode=batch),
     )
     start = time.perf_counter()
@@ -126,6 +129,9 @@ def consumer_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
         "bare_decode": _in_child(_bare, dsn, bootstrap, topic, count, False),
         "bare_business_write": _in_child(_bare, dsn, bootstrap, topic, count, True),
         "cdcbox_per_record": _in_child(_cdcbox, dsn, bootstrap, topic, count, False),
+        "cdcbox_per_record_pipelined": _in_child(
+            _cdcbox, dsn, bootstrap, topic, count, False, True
+        ),
         "cdcbox_batch": _in_child(_cdcbox, dsn, bootstrap, topic, count, True),
     }
     rate = {k: v["records_per_s"] for k, v in runs.items()}
@@ -138,6 +144,8 @@ def consumer_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
         "record_ms": {k: v["record_ms"] for k, v in runs.items() if "record_ms" in v},
         "ratios": {
             "per_record / bare_business_write": rate["cdcbox_per_record"]
+            / rate["bare_business_write"],
+            "per_record_pipelined / bare_business_write": rate["cdcbox_per_record_pipelined"]
             / rate["bare_business_write"],
             "batch / bare_business_write": rate["cdcbox_batch"] / rate["bare_business_write"],
             "batch / per_record": rate["cdcbox_batch"] / rate["cdcbox_per_record"],

@@ -14,8 +14,8 @@ from kafka import KafkaProducer
 from psycopg import sql
 
 from bench.e2e import drop_schema, polling_schema
+from bench.pgbench import ISO, UUID7
 from bench.processes import RelayProcesses
-from bench.producer import ISO, UUID7
 from cdcbox import wire
 from cdcbox.kafka_client import KafkaSettings
 from cdcbox.names import DbNames

@@ -14,19 +14,26 @@ EFFECT_DDL = "CREATE TABLE IF NOT EXISTS bench_effect (event_id uuid, aggregate_
 EFFECT_INSERT = "INSERT INTO bench_effect VALUES (%s, %s, %s)"
 
 
-def effect_handler(name: str, aggregate_type: str) -> Handler:
-    class Effect(Handler):
-        consumer_name = name
-        aggregate_types = (aggregate_type,)
-        event_types = frozenset({"Bench"})
+class _Effect(Handler):
+    event_types = frozenset({"Bench"})
 
-        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
-            conn.execute(EFFECT_INSERT, (event.event_id, event.aggregate_id, event.payload["n"]))
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(EFFECT_INSERT, (event.event_id, event.aggregate_id, event.payload["n"]))
 
-        def handle_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
-            with conn.cursor() as cur:  # the bare consumer's statement, as executemany
-                cur.executemany(
-                    EFFECT_INSERT, [(e.event_id, e.aggregate_id, e.payload["n"]) for e in events]
-                )
+    def handle_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+        with conn.cursor() as cur:  # the bare consumer's statement, as executemany
+            cur.executemany(
+                EFFECT_INSERT, [(e.event_id, e.aggregate_id, e.payload["n"]) for e in events]
+            )
 
-    return Effect()
+
+def effect_handler(name: str, aggregate_type: str, pipelined: bool = False) -> Handler:
+    """The effect handler under consumer name `name`; `pipelined` as `Handler.pipelined`
+    (this handler only writes, so it may)."""
+    handler_class = type(
+        "Effect",
+        (_Effect,),
+        {"consumer_name": name, "aggregate_types": (aggregate_type,), "pipelined": pipelined},
+    )
+    handler: Handler = handler_class()
+    return handler

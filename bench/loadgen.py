@@ -12,7 +12,6 @@ and callers must not report a latency for a rate that was not reached.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench.producer import ISO, UUID7
+from bench.pgbench import ISO, UUID7, pgbench_env
 
 # A run reached its rate when pgbench delivered at least this share of it.
 REACHED = 0.95
@@ -60,17 +59,6 @@ def script(schema: str, aggregate_type: str, events_per_tx: int) -> str:
         f"to_char(n.ts, {ISO}) FROM generate_series(1, {events_per_tx}) g, "
         "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) n;\n"
     )
-
-
-def pgbench_env(dsn: str) -> dict[str, str]:
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    return {
-        **os.environ,
-        "PGHOST": str(info.get("host", "")),
-        "PGPORT": str(info.get("port", "")),
-        "PGUSER": str(info.get("user", "")),
-        "PGDATABASE": str(info.get("dbname", "")),
-    }
 
 
 def prepare(dsn: str, schema: str) -> None:

@@ -1,10 +1,14 @@
 """Producer overhead, measured by pgbench against the stack's PostgreSQL (no Python in the
 loop, so the numbers are the database's cost): the same transaction with and without an
-outbox append, and against the floor (the same extra row into a uuid-keyed table)."""
+outbox append, and against the floor (the same extra row into a uuid-keyed table).
+
+Statements are prepared (`-M prepared`), as psycopg prepares a statement a connection
+runs repeatedly, and each transaction is pipelined, as the README recommends. The append
+is also measured into a copy of the outbox without its CHECK constraints (migration
+0008, which refuse unpublishable rows at write), to show what those cost."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
@@ -13,9 +17,9 @@ from typing import Any
 
 import psycopg
 
+from bench.pgbench import ISO, UUID7, pgbench_env
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
-from cdcbox.outbox import ISO_FORMAT
 
 SETUP = """
 DROP TABLE IF EXISTS bench_business, bench_floor, bench_order, bench_order_line, bench_stock;
@@ -28,25 +32,22 @@ CREATE TABLE bench_stock (sku int PRIMARY KEY, available bigint NOT NULL);
 INSERT INTO bench_stock SELECT g, 1000000000 FROM generate_series(1, 1000) g;
 """
 
-# A time-ordered id like the producer's UUIDv7 (PostgreSQL 15 has no uuidv7()): both the
-# outbox and the floor use it, so neither pays for random inserts into a large index.
-UUID7 = (
-    "(lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') "
-    "|| '7' || substr(md5(random()::text), 1, 19))::uuid"
-)
-
-# The ISO format without its colons: pgbench would read ":MI" and ":SS" as variables.
-ISO = "'" + ISO_FORMAT.replace(":", "' || chr(58) || '") + "'"
 
 # Exactly the statement cdcbox.outbox.Outbox.append sends, with pgbench variables.
-OUTBOX = (
-    "INSERT INTO bench_producer.outbox_event (event_id, aggregate_type, aggregate_id, "
-    "aggregate_version, event_type, payload, content_type, trace_id, created_at, occurred_at) "
-    "SELECT e.*, n.ts, to_char(n.ts, " + ISO + ") FROM (VALUES (" + UUID7 + ", "
-    "'benchorder', :aid::text, 1::bigint, 'OrderCreated', "
-    "convert_to('{\"order_id\":' || :aid::text || ',\"total\":' || :amt::text || '}', 'UTF8'), "
-    "'application/json', '')) AS e, (SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) AS n;"
-)
+def outbox_insert(schema: str) -> str:
+    return (
+        f"INSERT INTO {schema}.outbox_event (event_id, aggregate_type, aggregate_id, "
+        "aggregate_version, event_type, payload, content_type, trace_id, created_at, "
+        "occurred_at) SELECT e.*, n.ts, to_char(n.ts, " + ISO + ") FROM (VALUES (" + UUID7 + ", "
+        "'benchorder', :aid::text, 1::bigint, 'OrderCreated', "
+        "convert_to('{\"order_id\":' || :aid::text || ',\"total\":' || :amt::text || '}', "
+        "'UTF8'), 'application/json', '')) AS e, "
+        "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) AS n;"
+    )
+
+
+SCHEMA, UNCHECKED = "bench_producer", "bench_producer_unchecked"
+OUTBOX = outbox_insert(SCHEMA)
 HEAD = "\\set aid random(1, 1000000)\n\\set amt random(1, 10000)\n\\set sku random(1, 1000)\n"
 ONE_ROW = "INSERT INTO bench_business (customer, amount) VALUES ('c' || :aid::text, :amt::int);"
 ORDER = (
@@ -68,12 +69,16 @@ def pipelined(*statements: str) -> str:
 CASES = {
     "one_row": pipelined(ONE_ROW),
     "one_row+outbox": pipelined(ONE_ROW, OUTBOX),
+    "one_row+outbox, no CHECKs": pipelined(ONE_ROW, outbox_insert(UNCHECKED)),
     "one_row+uuid_floor": pipelined(ONE_ROW, f"INSERT INTO bench_floor VALUES ({UUID7});"),
     "order": pipelined(ORDER),
     "order+outbox": pipelined(ORDER, OUTBOX),
+    "order+outbox, no CHECKs": pipelined(ORDER, outbox_insert(UNCHECKED)),
     "batch_100_outbox": HEAD
     + "BEGIN;\n"
-    + "INSERT INTO bench_producer.outbox_event (event_id, aggregate_type, "
+    + "INSERT INTO "
+    + SCHEMA
+    + ".outbox_event (event_id, aggregate_type, "
     "aggregate_id, aggregate_version, event_type, payload, content_type, trace_id, created_at, "
     "occurred_at) SELECT " + UUID7 + ", 'benchorder', (:aid::int + g)::text, 1, "
     "'OrderCreated', "
@@ -84,44 +89,36 @@ CASES = {
 }
 
 
-def run(dsn: str, pgbench: Path, clients: int, seconds: int) -> dict[str, Any]:
-    # An outbox of its own, migrated like the real one but outside the connector's
-    # publication: the measurement is the producer's transaction, not Debezium's backlog.
+def outboxes(dsn: str) -> None:
+    """Two outboxes of their own, migrated like the real one but outside the connector's
+    publication (the measurement is the producer's transaction, not Debezium's backlog);
+    the second without the CHECK constraints."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(SETUP)
-        conn.execute("DROP SCHEMA IF EXISTS bench_producer CASCADE")
-        conn.execute("CREATE SCHEMA bench_producer")
-    with psycopg.connect(dsn) as conn:
-        migrate(conn, names=DbNames(schema="bench_producer"))
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    env = {
-        **os.environ,
-        "PGHOST": str(info.get("host", "")),
-        "PGPORT": str(info.get("port", "")),
-        "PGUSER": str(info.get("user", "")),
-        "PGDATABASE": str(info.get("dbname", "")),
-    }
+        for schema in (SCHEMA, UNCHECKED):
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.execute(f"CREATE SCHEMA {schema}")
+            with psycopg.connect(dsn) as migrating:
+                migrate(migrating, names=DbNames(schema=schema))
+        checks = conn.execute(
+            "SELECT conname FROM pg_constraint WHERE contype = 'c' AND conrelid = %s::regclass",
+            (f"{UNCHECKED}.outbox_event",),
+        ).fetchall()
+        for (name,) in checks:
+            conn.execute(f"ALTER TABLE {UNCHECKED}.outbox_event DROP CONSTRAINT {name}")
+
+
+def run(dsn: str, pgbench: Path, clients: int, seconds: int) -> dict[str, Any]:
+    outboxes(dsn)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, script in CASES.items():
-            path = Path(tmp) / f"{name}.sql"
+            path = Path(tmp) / "case.sql"
             path.write_text(script)
+            command = [str(pgbench), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds)]
             out = subprocess.run(
-                [
-                    str(pgbench),
-                    "-n",
-                    "-c",
-                    str(clients),
-                    "-j",
-                    "2",
-                    "-T",
-                    str(seconds),
-                    "-M",
-                    "extended",
-                    "-f",
-                    str(path),
-                ],
-                env=env,
+                [*command, "-M", "prepared", "-f", str(path)],
+                env=pgbench_env(dsn),
                 capture_output=True,
                 text=True,
                 check=True,
@@ -130,11 +127,15 @@ def run(dsn: str, pgbench: Path, clients: int, seconds: int) -> dict[str, Any]:
             results[name] = {"tps": tps}
     results["batch_100_outbox"]["events_per_s"] = results["batch_100_outbox"]["tps"] * 100
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA bench_producer CASCADE")
+        for schema in (SCHEMA, UNCHECKED):
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
     r = {k: v["tps"] for k, v in results.items()}
+    floor = r["one_row+uuid_floor"]
     ratios = {
         "order: outbox cost": 1 - r["order+outbox"] / r["order"],
-        "one_row: floor / outbox": r["one_row+uuid_floor"] / r["one_row+outbox"],
+        "order: outbox cost, no CHECKs": 1 - r["order+outbox, no CHECKs"] / r["order"],
+        "one_row: floor / outbox": floor / r["one_row+outbox"],
+        "one_row: floor / outbox, no CHECKs": floor / r["one_row+outbox, no CHECKs"],
         "one_row: outbox / bare": r["one_row+outbox"] / r["one_row"],
     }
     return {"clients": clients, "seconds": seconds, "tps": results, "ratios": ratios}

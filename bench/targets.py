@@ -49,17 +49,18 @@ def _e2e(relay: str, rate: int, *path: str) -> Callable[[Results], float | None]
     return lambda r: _get(r, "e2e", relay, rate, *path)
 
 
-def _sustained(rate: int) -> Callable[[Results], float | None]:
-    """Delivered/s at `rate`, counted only when pgbench reached it and the consumer had
-    applied everything within 2 s of the writers stopping (no growing backlog)."""
-
-    def measure(r: Results) -> float | None:
-        run = _get(r, "e2e", "cdc", rate)
-        if not run or not run["reached"] or run["drain_after_writes_s"] is None:
-            return None
-        return float(run["delivered_per_s"]) if run["drain_after_writes_s"] <= 2 else 0.0
-
-    return measure
+def _sustained(r: Results) -> float | None:
+    """The highest rate delivered by a CDC run that pgbench reached and whose events were
+    all applied within 2 s of the writers stopping (no growing backlog)."""
+    runs = (_get(r, "e2e", "cdc") or {}).values()
+    sustained = [
+        float(run["delivered_per_s"])
+        for run in runs
+        if run["reached"]
+        and run["drain_after_writes_s"] is not None
+        and run["drain_after_writes_s"] <= 2
+    ]
+    return max(sustained) if sustained else None
 
 
 def _max_rss(*paths: tuple[str, ...]) -> Callable[[Results], float | None]:
@@ -72,6 +73,14 @@ def _max_rss(*paths: tuple[str, ...]) -> Callable[[Results], float | None]:
 
 TARGETS = [
     Target("consumer", "per record: records/s", "rec/s", True, 2000, _cost("cdcbox_per_record")),
+    Target(
+        "consumer",
+        "per record, `pipelined` handler: records/s",
+        "rec/s",
+        True,
+        2000,
+        _cost("cdcbox_per_record_pipelined"),
+    ),
     Target(
         "consumer",
         "per record / bare + write",
@@ -105,7 +114,7 @@ TARGETS = [
         10_000,
         lambda r: _get(r, "load_generator", "offered_per_s"),
     ),
-    Target("CDC end to end", "sustained at 3,000/s asked", "ev/s", True, 3000, _sustained(3000)),
+    Target("CDC end to end", "sustained, no growing backlog", "ev/s", True, 3000, _sustained),
     Target(
         "CDC end to end",
         "p99 at 1,000 ev/s",

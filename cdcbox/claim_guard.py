@@ -21,17 +21,22 @@ from cdcbox.version_guard import GuardResult
 
 class ClaimAndAdvance:
     def __init__(self, names: DbNames = DbNames()) -> None:
-        self._statement = sql.SQL(
-            "WITH claim AS ({claim}), "
-            "prev AS (SELECT version FROM {v} WHERE consumer_name = %s "
-            "AND aggregate_type = %s AND aggregate_id = %s), "
-            "up AS (INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, "
-            "version) SELECT %s, %s, %s, %s WHERE EXISTS (SELECT FROM claim) ON CONFLICT "
-            "(consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = "
-            "EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
-            "RETURNING 1) "
-            "SELECT (SELECT * FROM claim), (SELECT version FROM prev), (SELECT count(*) FROM up)"
-        ).format(claim=Inbox(names).claim_statement, v=names.table("versions"))
+        self._statement = (
+            sql.SQL(
+                "WITH claim AS ({claim}), "
+                "prev AS (SELECT version FROM {v} WHERE consumer_name = %s "
+                "AND aggregate_type = %s AND aggregate_id = %s), "
+                "up AS (INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, "
+                "version) SELECT %s, %s, %s, %s WHERE EXISTS (SELECT FROM claim) ON CONFLICT "
+                "(consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = "
+                "EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
+                "RETURNING 1) "
+                "SELECT (SELECT * FROM claim), (SELECT version FROM prev), "
+                "(SELECT count(*) FROM up)"
+            )
+            .format(claim=Inbox(names).claim_statement, v=names.table("versions"))
+            .as_bytes()
+        )
 
     def run(
         self, conn: psycopg.Connection[Any], event: Event, consumer: str

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from cdcbox.errors import ConfigError, ServiceUnavailable
 
@@ -58,6 +60,29 @@ class Reconnecting:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+@contextmanager
+def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """One transaction on an autocommit connection whose statements do not wait for one
+    another: BEGIN travels with the first statement whose result is read, and COMMIT
+    with the statements queued after it, so a block that reads one result and then only
+    writes costs two round trips however many statements it sends.
+
+    Atomic like `conn.transaction()`: an error of a queued statement surfaces at the
+    next result read or at COMMIT, and then (or on any exception of the block) the
+    transaction is rolled back and the error raised. What the block must not do: rely
+    on `cursor.rowcount` of a statement whose result was not read (it is -1 until
+    then), or commit (psycopg cannot refuse it, as it does inside `conn.transaction()`)."""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            yield
+            conn.execute("COMMIT")
+    except BaseException:
+        if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def durability_barrier(conn: psycopg.Connection[Any]) -> None:

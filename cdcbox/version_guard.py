@@ -38,28 +38,41 @@ class GuardResult:
 
 class VersionGuard:
     def __init__(self, names: DbNames = DbNames()) -> None:
-        self._advance = sql.SQL(
-            "WITH prev AS (SELECT version FROM {v} WHERE consumer_name = %(c)s "
-            "AND aggregate_type = %(t)s AND aggregate_id = %(a)s), "
-            "up AS (INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
-            "VALUES (%(c)s, %(t)s, %(a)s, %(n)s) ON CONFLICT "
-            "(consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = "
-            "EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
-            "RETURNING 1) SELECT (SELECT version FROM prev), (SELECT count(*) FROM up)"
-        ).format(v=names.table("versions"))
+        self._advance = (
+            sql.SQL(
+                "WITH prev AS (SELECT version FROM {v} WHERE consumer_name = %(c)s "
+                "AND aggregate_type = %(t)s AND aggregate_id = %(a)s), "
+                "up AS (INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, "
+                "version) "
+                "VALUES (%(c)s, %(t)s, %(a)s, %(n)s) ON CONFLICT "
+                "(consumer_name, aggregate_type, aggregate_id) DO UPDATE SET version = "
+                "EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
+                "RETURNING 1) SELECT (SELECT version FROM prev), (SELECT count(*) FROM up)"
+            )
+            .format(v=names.table("versions"))
+            .as_bytes()
+        )
 
         v = names.table("versions")
-        self._lock_many = sql.SQL(
-            "SELECT consumer_name, aggregate_type, aggregate_id, version FROM {v} "
-            "WHERE (consumer_name, aggregate_type, aggregate_id) IN (SELECT * FROM "
-            "unnest(%s::text[], %s::text[], %s::text[])) ORDER BY 1, 2, 3 FOR UPDATE"
-        ).format(v=v)
-        self._advance_many = sql.SQL(
-            "INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
-            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
-            "ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET "
-            "version = EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version"
-        ).format(v=v)
+        self._lock_many = (
+            sql.SQL(
+                "SELECT consumer_name, aggregate_type, aggregate_id, version FROM {v} "
+                "WHERE (consumer_name, aggregate_type, aggregate_id) IN (SELECT * FROM "
+                "unnest(%s::text[], %s::text[], %s::text[])) ORDER BY 1, 2, 3 FOR UPDATE"
+            )
+            .format(v=v)
+            .as_bytes()
+        )
+        self._advance_many = (
+            sql.SQL(
+                "INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
+                "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
+                "ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET "
+                "version = EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version"
+            )
+            .format(v=v)
+            .as_bytes()
+        )
 
     def lock_many(
         self, conn: psycopg.Connection[Any], keys: set[VersionKey]

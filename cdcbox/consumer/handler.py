@@ -28,6 +28,11 @@ class Handler:
     topics: ClassVar[tuple[str, ...]] = ()
     # Avro events are decoded into this catalogue version's schema (None: the newest).
     schema_version: ClassVar[int | None] = None
+    # True: per-record mode sends the record's statements in a pipeline (psycopg's
+    # pipeline mode): the inbox claim with BEGIN, the handler's writes with COMMIT, two
+    # round trips in all. Only for a handler that never relies on `cursor.rowcount`
+    # without reading the result (fetching a result is fine: it waits for it).
+    pipelined: ClassVar[bool] = False
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         raise NotImplementedError

@@ -46,16 +46,8 @@ class ConsumerStats:
         self.metrics.failures.labels(consumer).inc()
 
     def handled(self, consumer: str, occurred_at: datetime | None, seconds: float) -> None:
-        """An applied event: its handler time and commit-to-handle lag."""
-        self.metrics.handler_seconds.labels(consumer).observe(seconds)
-        if len(self.handler_ms) < _MAX_SAMPLES:
-            self.handler_ms.append(seconds * 1000)
-        if occurred_at is None:
-            return
-        lag_s = time.time() - occurred_at.timestamp()
-        self.metrics.lag_seconds.labels(consumer).observe(max(lag_s, 0.0))
-        if len(self.lag_ms) < _MAX_SAMPLES:
-            self.lag_ms.append(lag_s * 1000)
+        """An applied event: its transaction's time and commit-to-handle lag."""
+        self.handled_together(consumer, [occurred_at], seconds)
 
     def handled_together(
         self, consumer: str, occurred: list[datetime | None], seconds: float

@@ -722,3 +722,54 @@ def test_the_durability_barrier_flushes_every_asynchronous_commit_before_it(
     assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
     conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
     source.close()
+
+
+class PipelinedWriter(Handler):
+    """A write-only handler that lets the record's statements travel in a pipeline; its
+    write fails for an aggregate named '…-bad' (a CHECK), which surfaces only at COMMIT."""
+
+    event_types = frozenset({"Changed"})
+    aggregate_types = ("order",)
+    pipelined = True
+
+    def __init__(self, name: str, table: str) -> None:
+        self.consumer_name = name  # type: ignore[misc]
+        self.table = table
+
+    def handle(self, event: Any, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(
+            sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(sql.Identifier(self.table)),
+            (event.aggregate_id, -1 if event.aggregate_id.endswith("-bad") else 1),
+        )
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["async-commit", "sync-commit"])
+def test_a_pipelined_record_commits_with_its_claim_or_not_at_all(
+    database: str, db: psycopg.Connection[Any], durable: bool
+) -> None:
+    table = unique("effect")
+    db.execute(
+        sql.SQL("CREATE TABLE {} (aggregate_id text, n int CHECK (n >= 0))").format(
+            sql.Identifier(table)
+        )
+    )
+    db.commit()
+    handler = PipelinedWriter(unique("consumer"), table)
+    pipeline = pipeline_for(database, handler)
+    conn = Reconnecting(database, synchronous_commit=durable)()
+    good, bad = record(unique("agg"), 1), record(unique("agg") + "-bad", 1)
+    assert pipeline.transaction.apply(conn, pipeline.router.route(good)) == Outcome.PROCESSED
+    with pytest.raises(psycopg.errors.CheckViolation):
+        pipeline.transaction.apply(conn, pipeline.router.route(bad))
+    # The failed record left nothing behind, and the session is usable at once.
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    rows = conn.execute(sql.SQL("SELECT aggregate_id FROM {}").format(sql.Identifier(table)))
+    assert [r[0] for r in rows] == [good.key.decode()]
+    claimed = conn.execute(
+        "SELECT aggregate_id FROM inbox_event WHERE consumer_name = %s",
+        (handler.consumer_name,),
+    ).fetchall()
+    assert claimed == [(good.key.decode(),)]
+    # Redelivered, the applied one is a duplicate; the failed one applies once fixed.
+    assert pipeline.transaction.apply(conn, pipeline.router.route(good)) == Outcome.DUPLICATE
+    conn.close()

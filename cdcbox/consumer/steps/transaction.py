@@ -19,6 +19,7 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
+from cdcbox.db import pipelined_transaction
 from cdcbox.event import Event
 from cdcbox.inbox import Claim
 
@@ -35,30 +36,40 @@ class RecordTransaction:
     def apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
         """Claim, guard, handle and mark in one transaction; any exception rolls it back.
         Claim and guard are one statement: BEGIN, claim + guard, the handler's
-        statements, COMMIT."""
-        event, name = routed.event, routed.consumer
+        statements, COMMIT (a `pipelined` handler sends them in two round trips)."""
         started = time.perf_counter()
-        with conn.transaction():
-            if event.aggregate_version is not None and self.dedupe:
-                claim, advanced = self.stores.claim_and_advance.run(conn, event, name)
-                if claim is None:
-                    self.release_if_drained(conn, routed, claim)
-                    return Outcome.DUPLICATE
-                outcome = self.guard.judge(advanced, event.aggregate_version)
-                if outcome is None:
-                    routed.handler.handle(event, conn)
-                    outcome = Outcome.PROCESSED
-            else:
-                claim = self.stores.inbox.claim(conn, event, name)
-                if claim is None and self.dedupe:
-                    self.release_if_drained(conn, routed, claim)
-                    return Outcome.DUPLICATE
-                outcome = self.guard_and_handle(conn, routed)
-            if outcome is Outcome.STALE:
-                self.stores.inbox.mark_skipped(conn, event, name, "stale version")
-            self.release_if_drained(conn, routed, claim)
+        if routed.handler.pipelined:
+            with pipelined_transaction(conn):
+                outcome = self._claim_and_apply(conn, routed)
+        else:
+            with conn.transaction():
+                outcome = self._claim_and_apply(conn, routed)
         if outcome is Outcome.PROCESSED:
-            self.stats.handled(name, event.occurred_at, time.perf_counter() - started)
+            self.stats.handled(
+                routed.consumer, routed.event.occurred_at, time.perf_counter() - started
+            )
+        return outcome
+
+    def _claim_and_apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+        event, name = routed.event, routed.consumer
+        if event.aggregate_version is not None and self.dedupe:
+            claim, advanced = self.stores.claim_and_advance.run(conn, event, name)
+            if claim is None:
+                self.release_if_drained(conn, routed, claim)
+                return Outcome.DUPLICATE
+            outcome = self.guard.judge(advanced, event.aggregate_version)
+            if outcome is None:
+                routed.handler.handle(event, conn)
+                outcome = Outcome.PROCESSED
+        else:
+            claim = self.stores.inbox.claim(conn, event, name)
+            if claim is None and self.dedupe:
+                self.release_if_drained(conn, routed, claim)
+                return Outcome.DUPLICATE
+            outcome = self.guard_and_handle(conn, routed)
+        if outcome is Outcome.STALE:
+            self.stores.inbox.mark_skipped(conn, event, name, "stale version")
+        self.release_if_drained(conn, routed, claim)
         return outcome
 
     def guard_and_handle(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
