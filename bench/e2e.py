@@ -53,10 +53,11 @@ def _measure(
         wrote = time.monotonic()
         result = consumer.finish(offered.events, timeout_s=120)
     applied_at = next((t for t, n in result["progress"] if n >= offered.events), None)
-    reached = offered.reached and result["processed"] == offered.events
+    reached = offered.reached and result["ended"] >= offered.events
     return {
         **offered.as_dict(),
         "processed": result["processed"],
+        "ended_otherwise": result["ended"] - result["processed"],
         "delivered_per_s": result["processed"] / ((applied_at or time.monotonic()) - started),
         # After the writers stopped: how long the rest took to apply (no growing backlog:
         # a fraction of a second).

@@ -4,10 +4,11 @@ pgbench (C, several client connections, prepared statements) keeps Python out of
 writing side, so the benchmark measures the pipeline, not its own writers. Each
 transaction appends `events_per_tx` events with one multi-row INSERT, exactly the row
 `Outbox.append_many` writes (time-ordered event id, ISO `occurred_at`). Versions come
-from one sequence, so they increase along every aggregate and the consumers' version
-guard runs for real. pgbench's `--rate` schedules transactions on a Poisson clock and
-reports what it achieved; a run that fell short of the asked rate says so (`reached`),
-and callers must not report a latency for a rate that was not reached.
+from one sequence and each pgbench client writes aggregates of its own, so versions
+increase along every aggregate in commit order, and the consumers' version guard runs
+for real without finding stale events. pgbench's `--rate` schedules transactions on a
+Poisson clock and reports what it achieved; a run that fell short of the asked rate
+says so (`reached`), and callers must not report a latency for a rate not reached.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def script(schema: str, aggregate_type: str, events_per_tx: int) -> str:
         "\\set aid random(1, 1000000)\n"
         f"INSERT INTO {schema}.outbox_event (event_id, aggregate_type, aggregate_id, "
         "aggregate_version, event_type, payload, content_type, trace_id, created_at, "
-        f"occurred_at) SELECT {UUID7}, '{aggregate_type}', ((:aid + g) % 20000)::text, "
+        f"occurred_at) SELECT {UUID7}, '{aggregate_type}', "
+        "(:client_id * 100000 + (:aid + g) % 5000)::text, "
         f"nextval('{schema}.bench_version'), 'Bench', "
         "convert_to('{\"n\":' || g || '}', 'UTF8'), 'application/json', '', n.ts, "
         f"to_char(n.ts, {ISO}) FROM generate_series(1, {events_per_tx}) g, "

@@ -49,12 +49,12 @@ def _consumer_main(
     expected, timeout = None, 0.0
     deadline = float("inf")
     while True:  # sample progress until told how many to expect, and they all ended
-        processed = consumer.stats[Outcome.PROCESSED]
-        progress.append((time.monotonic(), processed))  # system-wide clock
+        ended = consumer.stats.total
+        progress.append((time.monotonic(), ended))  # system-wide clock
         if expected is None and not commands.empty():
             expected, timeout = commands.get()
             deadline = time.monotonic() + timeout
-        if expected is not None and (processed >= expected or time.monotonic() > deadline):
+        if expected is not None and (ended >= expected or time.monotonic() > deadline):
             break
         time.sleep(_SAMPLE_S)
     consumer.stop()
@@ -62,6 +62,7 @@ def _consumer_main(
     results.put(
         {
             "processed": consumer.stats[Outcome.PROCESSED],
+            "ended": consumer.stats.total,
             "lag_ms": consumer.stats.lag_ms,
             "record_ms": consumer.stats.handler_ms,
             "progress": progress,
@@ -108,7 +109,7 @@ class ConsumerProcess:
         return self
 
     def finish(self, expected: int, timeout_s: float) -> dict[str, Any]:
-        """Wait until `expected` events were applied (or `timeout_s`); its results."""
+        """Wait until `expected` events ended (any outcome), or `timeout_s`; its results."""
         self._commands.put((expected, timeout_s))
         result: dict[str, Any] = self._results.get(timeout=timeout_s + 60)
         self._process.join(timeout=30)

@@ -96,7 +96,7 @@ def durability_barrier(conn: psycopg.Connection[Any]) -> None:
     commit. (A transaction that writes no WAL would commit without a flush.) Called
     before Kafka offsets are committed, a lost commit is always one whose records Kafka
     will deliver again."""
-    with conn.transaction():
+    with pipelined_transaction(conn):  # one round trip
         conn.execute("SET LOCAL synchronous_commit = on")
         conn.execute(
             "SELECT pg_logical_emit_message(true, %s, 'durability barrier')", (HEARTBEAT_PREFIX,)
