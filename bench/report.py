@@ -83,6 +83,21 @@ def _consumer(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _record_cost(results: dict[str, Any]) -> list[str]:
+    cost = results["record_cost"]
+    lines = [
+        f"| one record, per-record mode ({cost['records']:,} records) | µs per record |",
+        "|---|---:|",
+    ]
+    lines += [f"| {step} | {_n(us, 1)} |" for step, us in cost["us_per_record"].items()]
+    lines.append(f"| **total** | **{_n(cost['us_total'], 1)}** |")
+    lines.append(
+        f"| (the COMMIT, waiting for its WAL flush as by default) | "
+        f"{_n(cost['us_commit_waiting_for_flush'], 1)} |"
+    )
+    return lines
+
+
 def _producer(results: dict[str, Any]) -> list[str]:
     p = results["producer"]
     lines = ["| producer transaction (pgbench) | tps |", "|---|---:|"]
@@ -107,6 +122,8 @@ def section(source: Path) -> str:
         *_e2e(results),
         "",
         *_consumer(results),
+        "",
+        *_record_cost(results),
         "",
         *_producer(results),
         "",

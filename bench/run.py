@@ -23,7 +23,7 @@ import psycopg
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench import catch_up, consumer_cost, drain, e2e, loadgen, producer
+from bench import catch_up, consumer_cost, drain, e2e, loadgen, producer, record_cost
 from bench.report import section
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
@@ -145,6 +145,7 @@ def main() -> None:
     results["producer"] = producer.run(dsn, pgbench, clients=8, seconds=max(z.seconds // 2, 2))
     results["load_generator"] = load_generator(dsn, pgbench, max(z.seconds // 2, 2))
     results["consumer_cost"] = consumer_cost.consumer_cost(dsn, bootstrap, z.records)
+    results["record_cost"] = record_cost.record_cost(dsn, bootstrap, min(z.records, 10_000))
     samples: dict[str, list[float]] = {}
     runs: dict[str, dict[int, dict[str, Any]]] = {"cdc": {}, "polling_notify": {}}
     for rate in z.cdc_rates:
