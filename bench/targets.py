@@ -56,8 +56,8 @@ def _sustained(r: Results) -> float | None:
     sustained = [
         float(run["delivered_per_s"])
         for run in runs
-        if run["reached"]
-        and run["drain_after_writes_s"] is not None
+        if run.get("reached")
+        and run.get("drain_after_writes_s") is not None
         and run["drain_after_writes_s"] <= 2
     ]
     return max(sustained) if sustained else None

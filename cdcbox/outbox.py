@@ -65,9 +65,11 @@ def encode_json(payload: Any, what: str) -> bytes:
         raise SchemaError(f"{what}: payload is not JSON-serialisable: {e}") from e
 
 
-def _row(
+def event_row(
     event: NewEvent, schemas: Catalogue | None = None, limits: EventLimits = EventLimits()
 ) -> tuple[Any, ...]:
+    """The outbox columns (`EVENT_COLUMNS`) of `event`, validated and encoded; the first
+    is the event id. `SchemaError` names what is wrong, before anything is written."""
     what = f"event {event.event_type!r} of {event.aggregate_type}/{event.aggregate_id}"
     for field_name in ("aggregate_type", "aggregate_id", "event_type"):
         value = getattr(event, field_name)
@@ -160,7 +162,7 @@ class Outbox:
 
     def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
         """Append one event in the open transaction of `conn`; returns its event id."""
-        row = _row(event, self.schemas, self.limits)
+        row = event_row(event, self.schemas, self.limits)
         _require_transaction(conn)
         conn.execute(self._insert_one, row)
         return row[0]  # type: ignore[no-any-return]
@@ -169,7 +171,7 @@ class Outbox:
         self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]
     ) -> list[uuid.UUID]:
         """Append many events with one statement (one round trip, whatever the count)."""
-        rows = [_row(e, self.schemas, self.limits) for e in events]
+        rows = [event_row(e, self.schemas, self.limits) for e in events]
         if not rows:
             return []
         _require_transaction(conn)

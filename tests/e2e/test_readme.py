@@ -3,7 +3,10 @@ they cannot rot."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -92,3 +95,36 @@ def test_readme_producer_and_handler_examples_run_as_written(
     readme_group = {"group": unique("readme"), "move_to_group": True}
     with run_consumer([payment_handler], dsn_override=dsn, **readme_group):
         eventually(paid, timeout=90, what="the README handler to mark o-42 PAID")
+
+
+def test_readme_handler_test_runs_in_a_users_project_on_the_plugin(
+    stack: Endpoints, tmp_path: Path
+) -> None:
+    """The README's sample test, in a project of its own (the handler as `payments.py`),
+    run by pytest with nothing but cdcbox installed: the plugin loads by its entry point
+    and finds the stack through the CDCBOX_* variables."""
+    (handler,) = [b for b in python_blocks() if "class PaymentHandler(Handler):" in b]
+    (sample,) = [b for b in python_blocks() if "def test_a_payment_marks_its_order_paid" in b]
+    (tmp_path / "payments.py").write_text(handler)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_payments.py").write_text(sample)
+    schema = unique("readme_user")  # the sample's `orders` table goes there
+    with psycopg.connect(stack.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    env = {
+        **os.environ,
+        **stack.as_env(),
+        "CDCBOX_DSN": f"{stack.dsn}?options={quote(f'-c search_path={schema},public')}",
+        "PYTHONPATH": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "1 passed" in result.stdout

@@ -13,7 +13,7 @@ import pytest
 from cdcbox import wire
 from cdcbox.avro import MAGIC, Catalogue
 from cdcbox.errors import PoisonRecord, SchemaError
-from cdcbox.outbox import NewEvent, _row
+from cdcbox.outbox import NewEvent, event_row
 from cdcbox.resources import resource_dir
 
 SHIPPED = resource_dir("schemas") / "avro"
@@ -86,7 +86,7 @@ def test_a_newer_reader_fills_the_new_field_with_its_default(tmp_path: Path) -> 
 def test_producer_refuses_a_payload_that_breaks_the_schema_and_names_the_field() -> None:
     catalogue = Catalogue.load(SHIPPED)
     with pytest.raises(SchemaError, match="total_cents"):
-        _row(
+        event_row(
             NewEvent(
                 "order",
                 "o1",
@@ -96,12 +96,12 @@ def test_producer_refuses_a_payload_that_breaks_the_schema_and_names_the_field()
             catalogue,
         )
     with pytest.raises(SchemaError, match="amount_cents"):
-        _row(
+        event_row(
             NewEvent("order", "o1", "PaymentSucceeded", {"order_id": "o1", "payment_id": "p"}),
             catalogue,
         )
     # A JSON-encoded event type is validated, then written as JSON.
-    row = _row(
+    row = event_row(
         NewEvent(
             "order",
             "o1",

@@ -15,7 +15,7 @@ from cdcbox.errors import ConfigError, SchemaError, StackError, UsageError
 from cdcbox.ids import uuid7
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, _row
+from cdcbox.outbox import NewEvent, event_row
 from cdcbox.resources import resource_dir
 from cdcbox.retention import InboxFloor, check_inbox_retention, parse_duration
 from cdcbox.stack import runner
@@ -56,14 +56,14 @@ def test_db_names_refuse_identifiers_that_need_quoting() -> None:
 )
 def test_bad_events_are_refused_with_a_clear_reason(event: NewEvent, message: str) -> None:
     with pytest.raises(SchemaError, match=message):
-        _row(event)
+        event_row(event)
 
 
 def test_the_payload_limit_is_a_setting_and_kafka_limits_follow_it() -> None:
     limits = EventLimits(2_000_000)
     with pytest.raises(SchemaError, match="2000001 bytes, over the outbox limit of 2000000"):
-        _row(NewEvent("order", "a", "T", b"x" * 2_000_001), limits=limits)
-    assert _row(NewEvent("order", "a", "T", b"x" * 2_000_000), limits=limits)[5]
+        event_row(NewEvent("order", "a", "T", b"x" * 2_000_001), limits=limits)
+    assert event_row(NewEvent("order", "a", "T", b"x" * 2_000_000), limits=limits)[5]
     assert limits.producer_max_request_size >= limits.max_record_bytes > 2_000_000
     assert limits.broker_max_message_bytes > limits.max_record_bytes
     default = EventLimits()  # fits Kafka's own defaults: nothing to configure
@@ -74,7 +74,7 @@ def test_the_payload_limit_is_a_setting_and_kafka_limits_follow_it() -> None:
 
 
 def test_json_payload_is_compact_utf8() -> None:
-    row = _row(NewEvent("order", "a", "T", {"name": "café", "n": [1, 2]}))
+    row = event_row(NewEvent("order", "a", "T", {"name": "café", "n": [1, 2]}))
     assert row[5] == '{"name":"café","n":[1,2]}'.encode()
 
 

@@ -1,0 +1,176 @@
+"""An in-process harness for handler tests: events go through the consumer's real
+pipeline — decode and route, parked gate, retry and breaker, inbox claim, version
+guard, the handler, dead letter, batch mode — against a real PostgreSQL, with no Kafka.
+
+The records are built exactly as the relays publish them (`cdcbox.relay.records`), so
+a handler sees what it will see in production. Kafka's part is played by `MemoryTopics`:
+what the pipeline publishes (dead letters, requeued events) is kept there to inspect.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from cdcbox.avro import Catalogue
+from cdcbox.consumer.breaker import CircuitBreaker
+from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
+from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.pipeline import RecordPipeline
+from cdcbox.consumer.runner import dispatch_table
+from cdcbox.consumer.stats import ConsumerStats, Outcome
+from cdcbox.consumer.stores import Stores
+from cdcbox.db import Reconnecting
+from cdcbox.dlq import DeadLetterPublisher
+from cdcbox.names import DbNames
+from cdcbox.outbox import NewEvent, event_row
+from cdcbox.relay.records import to_record
+from cdcbox.relay.store import OutboxRow
+
+
+@dataclass
+class Record:
+    """A Kafka record as kafka-python hands it to the consumer."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    timestamp: int = 0
+
+
+class _Sent:
+    def get(self, timeout: float | None = None) -> None:
+        return None
+
+
+@dataclass
+class MemoryTopics:
+    """Stands in for the Kafka producer: every record sent is appended to its topic."""
+
+    records: dict[str, list[Record]] = field(default_factory=dict)
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> _Sent:
+        log = self.records.setdefault(topic, [])
+        log.append(Record(topic, 0, len(log), key, value, list(headers or [])))
+        return _Sent()
+
+    def flush(self, timeout: float | None = None) -> None:
+        return None
+
+
+OCCURRED_AT = "%Y-%m-%dT%H:%M:%S.%fZ"  # strftime's spelling of outbox.ISO_FORMAT
+
+# The harness retries a failing record once, at once: a test should not wait for backoff.
+FAST_RETRY = RetryPolicy(max_attempts=2, initial_delay_s=0.0, max_delay_s=0.0)
+
+
+class Harness:
+    """Feed events to `handlers` through the real pipeline on `dsn` (migrated into
+    `names.schema`). `send` returns each event's outcome; `dead_letters(topic)` what the
+    pipeline dead-lettered. Guarantee: the database sees exactly the statements a live
+    consumer would send; only Kafka is absent."""
+
+    def __init__(
+        self,
+        dsn: str,
+        handlers: Sequence[Handler],
+        *,
+        names: DbNames = DbNames(),
+        batch_mode: bool = False,
+        schemas: Catalogue | None = None,
+        retry: RetryPolicy = FAST_RETRY,
+        **config: Any,
+    ) -> None:
+        self.schemas = schemas
+        self.topics = MemoryTopics()
+        self.stats = ConsumerStats()
+        self.config = ConsumerConfig(
+            bootstrap_servers="in-process",
+            dsn=dsn,
+            group_id=handlers[0].consumer_name if handlers else "harness",
+            batch_mode=batch_mode,
+            schemas=schemas,
+            retry=retry,
+            **config,
+        )
+        self.connection = Reconnecting(dsn, synchronous_commit=self.config.durable_each_commit)
+        self.pipeline = RecordPipeline(
+            dispatch_table(handlers),
+            Stores.for_schema(names),
+            DeadLetterPublisher(self.topics, self.config.dlq_suffix),  # type: ignore[arg-type]
+            self.config,
+            self.stats,
+            CircuitBreaker(self.config.breaker, names),
+            sleep=lambda _seconds: None,
+        )
+        self._offsets: dict[str, itertools.count[int]] = {}
+
+    def record(self, event: NewEvent, *, partition: int = 0) -> Record:
+        """`event` as the relays would publish it (its event id fixed once chosen)."""
+        row = event_row(event, self.schemas)
+        now = datetime.now(UTC).replace(tzinfo=None)
+        event_id, aggregate_type, aggregate_id, version, event_type, payload, content, trace = row
+        published = to_record(
+            OutboxRow(
+                0,
+                event_id,
+                aggregate_type,
+                aggregate_id,
+                version,
+                event_type,
+                payload,
+                content,
+                trace,
+                now,
+                now.strftime(OCCURRED_AT),
+                0,
+            )
+        )
+        offsets = self._offsets.setdefault(published.topic, itertools.count())
+        return Record(
+            published.topic,
+            partition,
+            next(offsets),
+            published.key,
+            published.value,
+            list(published.headers),
+            published.timestamp_ms,
+        )
+
+    def send(self, *events: NewEvent | Record) -> Counter[Outcome]:
+        """The events through the pipeline as one poll batch (in batch mode, one
+        transaction, as the consumer runs it); how many ended with each outcome."""
+        records = [e if isinstance(e, Record) else self.record(e) for e in events]
+        before = Counter(self.stats.outcomes)
+        if self.config.batch_mode:
+            self.pipeline.process_batch(self.connection, records)
+        else:
+            for record in records:
+                self.pipeline.process(self.connection, record)
+        return Counter(self.stats.outcomes) - before
+
+    def dead_letters(self, topic: str) -> list[Record]:
+        """What the pipeline dead-lettered from `topic` (the live topic's name)."""
+        return self.topics.records.get(topic + self.config.dlq_suffix, [])
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,43 @@
+"""The README's performance section is the newest committed results file's, and the
+targets are judged as they say: not measured is never met."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import report
+from bench.targets import TARGETS, judged
+
+
+def test_the_readme_shows_the_newest_committed_results() -> None:
+    text = report.README.read_text()
+    shown = text[text.index(report.BEGIN) : text.index(report.END) + len(report.END)]
+    newest = report.latest()
+    assert shown == report.section(newest), f"run: python -m bench.report {newest} --readme"
+
+
+def _cdc_run(delivered: float, reached: bool, drain_s: float | None) -> dict[str, Any]:
+    return {"delivered_per_s": delivered, "reached": reached, "drain_after_writes_s": drain_s}
+
+
+def test_targets_judge_limits_both_ways_and_report_what_was_not_measured() -> None:
+    results: dict[str, Any] = {
+        "consumer_cost": {"records_per_s": {"cdcbox_per_record": 2500.0}},
+        "e2e": {
+            "cdc": {
+                "1000": {"latency_ms": {"p99": 300.0}},
+                # pgbench did not reach 5,000/s: its delivered rate does not count.
+                "5000": _cdc_run(4500.0, reached=False, drain_s=0.1),
+                # Reached, but a backlog was left behind: not sustained.
+                "4000": _cdc_run(3900.0, reached=True, drain_s=9.0),
+                "3000": _cdc_run(3050.0, reached=True, drain_s=0.2),
+            }
+        },
+    }
+    verdicts = {(t.area, t.what): (value, met) for t, value, met in judged(results)}
+    assert verdicts[("consumer", "per record: records/s")] == (2500.0, True)
+    assert verdicts[("CDC end to end", "p99 at 1,000 ev/s")] == (300.0, False)
+    assert verdicts[("CDC end to end", "sustained, no growing backlog")] == (3050.0, True)
+    assert verdicts[("CDC end to end", "p99 at 2,000 ev/s")] == (None, None)
+    assert verdicts[("memory", "relay peak RSS")] == (None, None)
+    assert len(verdicts) == len(TARGETS)
