@@ -15,6 +15,7 @@ from cdcbox.connect import ConnectClient
 from cdcbox.connectors import ConnectorSpec
 from cdcbox.errors import CdcboxError
 from cdcbox.kafka_client import Admin, KafkaSettings
+from cdcbox.kafka_security import KafkaSecurity
 from cdcbox.limit_checks import connector_limit_check, table_limit_check, topic_limit_checks
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
@@ -27,6 +28,7 @@ class DoctorInputs:
     conn: psycopg.Connection[Any] | None
     connect: ConnectClient | None
     bootstrap_servers: str | None
+    kafka_security: KafkaSecurity
     spec: ConnectorSpec
     names: DbNames
     expected_debezium: str
@@ -230,13 +232,10 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
             "check --connect-url / CDCBOX_CONNECT_URL",
         )
     if inputs.bootstrap_servers:
-        bootstrap = inputs.bootstrap_servers
+        kafka = KafkaSettings(inputs.bootstrap_servers, security=inputs.kafka_security)
         guarded(
             "kafka",
-            lambda: (
-                kafka_checks(KafkaSettings(bootstrap), topics)
-                + topic_limit_checks(KafkaSettings(bootstrap), topics, inputs.limits)
-            ),
+            lambda: kafka_checks(kafka, topics) + topic_limit_checks(kafka, topics, inputs.limits),
             "check --bootstrap-servers / CDCBOX_BOOTSTRAP_SERVERS",
         )
     return checks

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 import kafka
@@ -21,6 +21,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from cdcbox.errors import CommitRefused, EventsGone, KafkaRequestError, KafkaUnavailable
+from cdcbox.kafka_security import KafkaSecurity
 
 __all__ = [
     "Admin",
@@ -38,11 +39,13 @@ class KafkaSettings:
 
     bootstrap_servers: str
     request_timeout_ms: int = 30000
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
     def options(self) -> dict[str, Any]:
         return {
             "bootstrap_servers": self.bootstrap_servers,
             "request_timeout_ms": self.request_timeout_ms,
+            **self.security.client_options(),
         }
 
 

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, ParamSpec, TypeVar
@@ -20,10 +20,12 @@ from typing import Any, ParamSpec, TypeVar
 import click
 import psycopg
 
+from cdcbox.cli.kafka_options import kafka_security
 from cdcbox.connect import ConnectClient
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka_security import KafkaSecurity
 from cdcbox.limits import EventLimits
 from cdcbox.log_format import LEVELS
 from cdcbox.names import DbNames
@@ -44,6 +46,13 @@ class Settings:
     connect_auth: tuple[str, str] | None
     schema: str = "public"
     limits: EventLimits = EventLimits()
+    # The raw --kafka-* options, turned into `KafkaSecurity` when a command needs Kafka
+    # (inside its error handling: a bad option is one line, and only where it matters).
+    kafka_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kafka_security(self) -> KafkaSecurity:
+        return kafka_security(**self.kafka_options) if self.kafka_options else KafkaSecurity()
 
     @property
     def names(self) -> DbNames:
@@ -61,7 +70,7 @@ class Settings:
         return self.bootstrap_servers
 
     def kafka(self) -> KafkaSettings:
-        return KafkaSettings(self.require_bootstrap())
+        return KafkaSettings(self.require_bootstrap(), security=self.kafka_security)
 
     def require_connect(self) -> str:
         if not self.connect_url:

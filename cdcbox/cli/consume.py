@@ -183,6 +183,7 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
     """The `ConsumerConfig` the flags in `o` describe."""
     return ConsumerConfig(
         bootstrap_servers=s.require_bootstrap(),
+        kafka_security=s.kafka_security,
         dsn=s.require_dsn(),
         group_id=o["group"] or default_group,
         move_to_group=o["move_to_group"],

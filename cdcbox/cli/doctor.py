@@ -38,6 +38,7 @@ def doctor(
                 conn=conn,
                 connect=s.connect_client() if s.connect_url else None,
                 bootstrap_servers=s.bootstrap_servers,
+                kafka_security=s.kafka_security,
                 spec=spec,
                 names=s.names,
                 expected_debezium=StackVersions.load(

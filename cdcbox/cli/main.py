@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from cdcbox.cli.common import Settings
@@ -12,6 +14,7 @@ from cdcbox.cli.dlq import dlq
 from cdcbox.cli.doctor import doctor
 from cdcbox.cli.groups import groups_group
 from cdcbox.cli.inbox import inbox_group
+from cdcbox.cli.kafka_options import kafka_security_options
 from cdcbox.cli.offsets import offsets
 from cdcbox.cli.outbox import outbox
 from cdcbox.cli.parked import parked
@@ -47,10 +50,12 @@ from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
     help="Largest outbox payload: the table's CHECK (db migrate), the relay's producer "
     "and doctor's checks of Kafka's limits all follow it.",
 )
+@kafka_security_options
 @click.version_option(package_name="cdcbox")
 @click.pass_context
 def cli(
     ctx: click.Context,
+    /,
     dsn: str | None,
     bootstrap_servers: str | None,
     connect_url: str | None,
@@ -58,6 +63,7 @@ def cli(
     connect_password: str | None,
     schema: str,
     max_payload_bytes: int,
+    **kafka_options: Any,
 ) -> None:
     """Operate the cdcbox outbox/inbox pipeline."""
     auth = (connect_user, connect_password or "") if connect_user else None
@@ -68,6 +74,7 @@ def cli(
         connect_auth=auth,
         schema=schema,
         limits=EventLimits(max_payload_bytes),
+        kafka_options=kafka_options,
     )
 
 

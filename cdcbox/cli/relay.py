@@ -99,6 +99,7 @@ def run(
         RelayConfig(
             dsn=s.require_dsn(),
             bootstrap_servers=s.require_bootstrap(),
+            kafka_security=s.kafka_security,
             worker_id=worker_id or default_worker_id(),
             batch_size=batch_size,
             lease_s=lease,

@@ -11,6 +11,7 @@ from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.fault_switches import FaultSwitches
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka_security import KafkaSecurity
 
 Unhandled = Literal["skip", "dead-letter"]
 GapPolicy = Literal["apply", "hold"]
@@ -40,6 +41,8 @@ class ConsumerConfig:
     bootstrap_servers: str
     dsn: str
     group_id: str
+    # TLS/SASL for every Kafka client it builds (cdc-ctl: the root --kafka-* options).
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
     # A consumer name runs in one group (its inbox and parking are one state); True
     # rebinds the names to `group_id` instead of refusing to start.
     move_to_group: bool = False
@@ -87,4 +90,4 @@ class ConsumerConfig:
 
     @property
     def kafka(self) -> KafkaSettings:
-        return KafkaSettings(self.bootstrap_servers)
+        return KafkaSettings(self.bootstrap_servers, security=self.kafka_security)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from cdcbox.fault_switches import FaultSwitches
 from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka_security import KafkaSecurity
 from cdcbox.limits import EventLimits
 
 
@@ -37,6 +38,8 @@ class RelayConfig:
 
     dsn: str
     bootstrap_servers: str
+    # TLS/SASL for every Kafka client it builds (cdc-ctl: the root --kafka-* options).
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
     worker_id: str = field(default_factory=default_worker_id)
     batch_size: int = 500
     lease_s: float = 30.0
@@ -60,4 +63,4 @@ class RelayConfig:
 
     @property
     def kafka(self) -> KafkaSettings:
-        return KafkaSettings(self.bootstrap_servers)
+        return KafkaSettings(self.bootstrap_servers, security=self.kafka_security)

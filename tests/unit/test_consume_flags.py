@@ -17,10 +17,14 @@ from cdcbox.cli.main import cli
 from cdcbox.consumer import ConsumerConfig
 from cdcbox.errors import ConfigError
 from cdcbox.fault_switches import FaultSwitches
+from cdcbox.kafka_security import KafkaSecurity
 from cdcbox.resources import resource_dir
 
 SETTINGS = Settings(dsn="dbname=x", bootstrap_servers="k:9092", connect_url=None, connect_auth=None)
-FROM_SETTINGS = {"bootstrap_servers", "dsn"}  # the root options --dsn, --bootstrap-servers
+# The root options --dsn, --bootstrap-servers and --kafka-* (tests/unit/test_kafka_security).
+FROM_SETTINGS = {"bootstrap_servers", "dsn"} | {
+    f"kafka_security.{f.name}" for f in dataclasses.fields(KafkaSecurity)
+}
 
 
 def leaf_fields(cls: type, prefix: str = "") -> set[str]:
