@@ -15,6 +15,11 @@ RUN mvn -B -q -f /build/pom.xml -P debezium \
       -DoutputDirectory=/plugins/debezium-connector-postgres
 
 FROM apache/kafka:${KAFKA_VERSION}
+# curl for the compose healthcheck: the apache/kafka image has none (its Dockerfile
+# removes wget after use), so it is installed here, where the healthcheck can rely on it.
+USER root
+RUN apk add --no-cache curl
+USER appuser
 COPY --from=plugins /plugins /opt/plugins
 COPY connect-distributed.properties /opt/cdcbox/connect-distributed.properties
 CMD ["/opt/kafka/bin/connect-distributed.sh", "/opt/cdcbox/connect-distributed.properties"]

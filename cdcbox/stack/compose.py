@@ -1,7 +1,8 @@
 """The stack under docker compose, for users whose machines run a Docker engine.
 
 Same versions as the native runner (compose reads infra/versions.env), same ports on
-127.0.0.1 and the same generated secrets, mounted into the containers read-only.
+127.0.0.1 and the same generated secrets, copied by the compose file's one-shot
+`secrets` service into a volume, readable only by each container's own user.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class ComposeStack:
             connect_db_host="postgres",
             connect_db_port="5432",
             connect_db_name=self.config.database,
-            connect_db_secrets="/run/cdcbox-secrets/debezium.properties",
+            # Where the `secrets` service of the compose file puts Connect's copy.
+            connect_db_secrets="/run/cdcbox-secrets/connect/debezium.properties",
             debezium_password_file=str(self.secrets.debezium_properties),
         )
 
