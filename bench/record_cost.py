@@ -52,7 +52,7 @@ def record_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
     handler = effect_handler(f"bench-steps-{uuid.uuid4().hex[:6]}", aggregate_type)
     stores = Stores()
     pipeline = RecordPipeline(
-        {"Bench": handler},
+        {"Bench": (handler,)},
         stores,
         dead_letters=None,  # type: ignore[arg-type]  # these records never fail
         config=ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id="unused"),
@@ -64,7 +64,7 @@ def record_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
     conn = source()
     for index, record in enumerate(records):
         t0 = time.perf_counter()
-        routed = pipeline.router.route(record)
+        (routed,) = pipeline.router.route(record)  # type: ignore[misc]
         t1 = time.perf_counter()
         assert isinstance(routed, Routed)
         conn.execute("BEGIN")

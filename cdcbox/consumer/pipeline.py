@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -45,7 +45,7 @@ class RecordPipeline:
 
     def __init__(
         self,
-        handlers: Mapping[str, Handler],
+        handlers: Mapping[str, Sequence[Handler]],
         stores: Stores,
         dead_letters: DeadLetterPublisher,
         config: ConsumerConfig,
@@ -72,16 +72,15 @@ class RecordPipeline:
         )
         self.batch = BatchTransaction(stores, self.transaction)
         self._consumers_of_topic: dict[str, list[str]] = {}
-        for handler in handlers.values():
+        for handler in {id(h): h for hs in handlers.values() for h in hs}.values():
             for topic in handler.subscribed_topics():
                 names = self._consumers_of_topic.setdefault(topic, [])
                 if handler.consumer_name not in names:
                     names.append(handler.consumer_name)
 
     def process(self, connection: ConnectionSource, record: Any) -> None:
-        """One record, one transaction (and its retries)."""
-        routed = self._route(connection, record)
-        if routed is not None:
+        """One record, one transaction per handler taking it (and their retries)."""
+        for routed in self._route(connection, record):
             self._apply_one(connection, routed)
 
     def process_batch(self, connection: ConnectionSource, records: list[Any]) -> None:
@@ -92,7 +91,7 @@ class RecordPipeline:
             for record in records:
                 self.process(connection, record)
             return
-        routed = [r for r in (self._route(connection, rec) for rec in records) if r is not None]
+        routed = [r for record in records for r in self._route(connection, record)]
         started = time.perf_counter()
         result = self.batch.apply(connection(), self._distinct(routed))
         # Each record's time is its batch's: none of them is committed before all are.
@@ -112,13 +111,9 @@ class RecordPipeline:
             else:
                 self._apply_one(connection, r)
 
-    def _route(self, connection: ConnectionSource, record: Any) -> Routed | None:
-        """Steps 1 and 2; a record that ends here is counted here."""
+    def _route(self, connection: ConnectionSource, record: Any) -> list[Routed]:
+        """Steps 1 and 2; what ends here is counted here, the rest is returned."""
         routed = self.router.route(record)
-        if isinstance(routed, Undecodable):
-            self.dead_letter.give_up(connection, routed.routed, routed.error, attempts=0)
-            self.stats.count(Outcome.DEAD_LETTERED, routed.routed.consumer)
-            return None
         if isinstance(routed, Unroutable):
             if routed.error is not None:
                 self.dead_letter.publish(record, routed.event, None, routed.error, attempts=0)
@@ -126,11 +121,17 @@ class RecordPipeline:
                 consumers = self._consumers_of_topic.get(record.topic, [])
                 self.transaction.consume_unhandled(connection(), routed.event, consumers)
             self.stats.count(routed.outcome, self.group_id)
-            return None
-        if self.dead_letter.follow_park(connection, routed):
-            self.stats.count(Outcome.PARKED, routed.consumer)
-            return None
-        return routed
+            return []
+        passing: list[Routed] = []
+        for r in routed:
+            if isinstance(r, Undecodable):
+                self.dead_letter.give_up(connection, r.routed, r.error, attempts=0)
+                self.stats.count(Outcome.DEAD_LETTERED, r.routed.consumer)
+            elif self.dead_letter.follow_park(connection, r):
+                self.stats.count(Outcome.PARKED, r.consumer)
+            else:
+                passing.append(r)
+        return passing
 
     def _replay_tripped(self, connection: ConnectionSource, consumer: str, since: Any) -> None:
         """The breaker closed: replay what this process's partitions dead-lettered while

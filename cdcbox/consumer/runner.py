@@ -3,8 +3,9 @@
 Offsets are committed only after the records' transactions committed (auto-commit is
 off), once per poll batch and before the next poll, so a rebalance (which kafka-python
 runs inside poll) never revokes a partition with processed but uncommitted records.
-Handlers are validated before the first poll: a duplicate consumer name, an event type
-claimed twice or a handler without topics fails at start-up, not at the first record.
+Handlers are validated before the first poll: a duplicate consumer name or a handler
+without topics or event types fails at start-up, not at the first record. Several
+handlers may take one event type: each applies it under its own consumer name.
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ log = logging.getLogger("cdcbox.consumer")
 _CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 
 
-def dispatch_table(handlers: Sequence[Handler]) -> dict[str, Handler]:
-    """event_type → handler, refusing what would be ambiguous or silently dead."""
+def dispatch_table(handlers: Sequence[Handler]) -> dict[str, tuple[Handler, ...]]:
+    """event_type → the handlers taking it (each its own consumer name, so its own inbox
+    key), refusing what would be ambiguous or silently dead."""
     if not handlers:
         raise ConfigError("a consumer needs at least one handler")
     names: set[str] = set()
-    table: dict[str, Handler] = {}
+    table: dict[str, tuple[Handler, ...]] = {}
     for handler in handlers:
         cls = type(handler)
         name = getattr(handler, "consumer_name", None)
@@ -61,12 +63,7 @@ def dispatch_table(handlers: Sequence[Handler]) -> dict[str, Handler]:
         if not event_types:
             raise ConfigError(f"{cls.__name__}.event_types is empty")
         for event_type in event_types:
-            if event_type in table:
-                raise ConfigError(
-                    f"event type {event_type!r} is claimed by both "
-                    f"{type(table[event_type]).__name__} and {cls.__name__}"
-                )
-            table[event_type] = handler
+            table[event_type] = (*table.get(event_type, ()), handler)
     return table
 
 

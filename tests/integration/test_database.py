@@ -21,6 +21,7 @@ from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.signals import RefuseTransition
+from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier
 from cdcbox.dlq import DeadLetterError
@@ -216,13 +217,20 @@ def pipeline_for(database: str, handler: Counter, **options: Any) -> RecordPipel
         bootstrap_servers="unused", dsn=database, group_id=handler.consumer_name, **options
     )
     return RecordPipeline(
-        {t: handler for t in handler.event_types},
+        {t: (handler,) for t in handler.event_types},
         Stores(),
         dead_letters=None,  # type: ignore[arg-type]
         config=config,
         stats=ConsumerStats(),
         breaker=CircuitBreaker(BreakerPolicy()),
     )
+
+
+def routed_once(pipeline: RecordPipeline, rec: Record) -> Routed:
+    """The one handler's `Routed` of `rec`."""
+    (routed,) = pipeline.router.route(rec)  # type: ignore[misc]
+    assert isinstance(routed, Routed)
+    return routed
 
 
 def outcome_of(pipeline: RecordPipeline, conn: psycopg.Connection[Any], rec: Record) -> Outcome:
@@ -468,7 +476,7 @@ def parking_pipeline(
         **options,
     )
     return RecordPipeline(
-        {t: handler for t in handler.event_types},
+        {t: (handler,) for t in handler.event_types},
         Stores(),
         dead_letters=letters,  # type: ignore[arg-type]
         config=config,
@@ -758,9 +766,9 @@ def test_a_pipelined_record_commits_with_its_claim_or_not_at_all(
     pipeline = pipeline_for(database, handler)
     conn = Reconnecting(database, synchronous_commit=durable)()
     good, bad = record(unique("agg"), 1), record(unique("agg") + "-bad", 1)
-    assert pipeline.transaction.apply(conn, pipeline.router.route(good)) == Outcome.PROCESSED
+    assert pipeline.transaction.apply(conn, routed_once(pipeline, good)) == Outcome.PROCESSED
     with pytest.raises(psycopg.errors.CheckViolation):
-        pipeline.transaction.apply(conn, pipeline.router.route(bad))
+        pipeline.transaction.apply(conn, routed_once(pipeline, bad))
     # The failed record left nothing behind, and the session is usable at once.
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     rows = conn.execute(sql.SQL("SELECT aggregate_id FROM {}").format(sql.Identifier(table)))
@@ -771,5 +779,5 @@ def test_a_pipelined_record_commits_with_its_claim_or_not_at_all(
     ).fetchall()
     assert claimed == [(good.key.decode(),)]
     # Redelivered, the applied one is a duplicate; the failed one applies once fixed.
-    assert pipeline.transaction.apply(conn, pipeline.router.route(good)) == Outcome.DUPLICATE
+    assert pipeline.transaction.apply(conn, routed_once(pipeline, good)) == Outcome.DUPLICATE
     conn.close()

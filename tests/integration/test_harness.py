@@ -81,3 +81,30 @@ def test_the_harness_runs_the_real_pipeline_without_kafka(
         )
     ).fetchall()
     assert rows == [("a", 1), ("a", 2), ("c", 1)]
+
+
+@pytest.mark.parametrize("batch_mode", [False, True], ids=["per-record", "batch"])
+def test_two_handlers_of_one_event_type_each_apply_it_under_their_own_name(
+    cdcbox_harness: Callable[..., Harness],
+    db: psycopg.Connection[Any],
+    cdcbox_aggregate_type: str,
+    batch_mode: bool,
+) -> None:
+    """Two services that both want `Booked` run in one process; a third handler of the
+    same type on another topic gets nothing from this one."""
+    tables = [unique("booked") for _ in range(3)]
+    for table in tables:
+        db.execute(
+            sql.SQL("CREATE TABLE {} (account text, version bigint)").format(sql.Identifier(table))
+        )
+    first, second = (ledger(cdcbox_aggregate_type, t) for t in tables[:2])
+    elsewhere = ledger(cdcbox_aggregate_type + "x", tables[2])
+    harness = cdcbox_harness([first, second, elsewhere], batch_mode=batch_mode)
+    booked = harness.record(NewEvent(cdcbox_aggregate_type, "a", "Booked", {}, aggregate_version=1))
+    assert harness.send(booked) == Counter({Outcome.PROCESSED: 2})
+    assert harness.send(booked) == Counter({Outcome.DUPLICATE: 2})
+    counts = [
+        db.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()
+        for t in tables
+    ]
+    assert counts == [(1,), (1,), (0,)]

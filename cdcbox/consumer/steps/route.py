@@ -1,5 +1,5 @@
-"""Step 1, decode and route: a Kafka record becomes an `Event` and the handler that takes
-its type, or ends here as unhandled or undecodable.
+"""Step 1, decode and route: a Kafka record becomes an `Event` for each handler that takes
+its type on its topic, or ends here as unhandled or undecodable.
 
 Only the payloads of handled event types are decoded (Avro into the handler's pinned
 schema version): a type no handler takes is counted as unhandled whatever its bytes.
@@ -7,8 +7,8 @@ schema version): a type no handler takes is counted as unhandled whatever its by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cdcbox import wire
@@ -17,7 +17,7 @@ from cdcbox.consumer.config import Unhandled
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
-from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, header
+from cdcbox.event import Event, decode, decode_payload, header
 from cdcbox.parking import ParkedKey
 
 
@@ -81,17 +81,26 @@ class Undecodable:
 
 
 class Router:
-    """Guarantee: a handler gets only events of its types, decoded into the schema it
-    reads with; a pinned schema version the catalogue lacks is refused here, at start."""
+    """Guarantee: a handler gets only events of its types from its own topics, decoded
+    into the schema it reads with; several handlers (each its own consumer name) may take
+    one event type, and each gets its own `Routed`. A pinned schema version the catalogue
+    lacks is refused here, at start."""
 
     def __init__(
-        self, handlers: Mapping[str, Handler], catalogue: Catalogue | None, unhandled: Unhandled
+        self,
+        handlers: Mapping[str, Sequence[Handler]],
+        catalogue: Catalogue | None,
+        unhandled: Unhandled,
     ) -> None:
         self.handlers = handlers
         self.catalogue = catalogue
         self.unhandled = unhandled
-        for event_type, handler in handlers.items():
-            self._check_pinned_version(event_type, handler)
+        self._topics = {
+            id(h): frozenset(h.subscribed_topics()) for hs in handlers.values() for h in hs
+        }
+        for event_type, takers in handlers.items():
+            for handler in takers:
+                self._check_pinned_version(event_type, handler)
 
     def _check_pinned_version(self, event_type: str, handler: Handler) -> None:
         pinned = handler.schema_version
@@ -104,26 +113,41 @@ class Router:
                 "which the Avro catalogue does not have"
             )
 
-    def route(self, record: Any) -> Routed | Unroutable | Undecodable:
+    def route(self, record: Any) -> list[Routed | Undecodable] | Unroutable:
+        """One `Routed` per handler that takes the record (or `Undecodable` where its
+        payload cannot be decoded into that handler's schema); else why it ends here."""
         try:
-            event = decode(record, self._decode_payload)
-        except UndecodablePayload as e:
-            return Undecodable(Routed.of(record, e.event, self.handlers[e.event.event_type]), e)
+            envelope = decode(record, _undecoded)
         except PoisonRecord as e:
             return Unroutable(record, None, Outcome.DEAD_LETTERED, e)
-        handler = self.handlers.get(event.event_type)
-        if handler is not None:
-            return Routed.of(record, event, handler)
-        if self.unhandled == "dead-letter":
-            error = PoisonRecord(f"no handler takes event type {event.event_type!r}")
-            return Unroutable(record, event, Outcome.DEAD_LETTERED, error)
-        return Unroutable(record, event, Outcome.UNHANDLED)
+        takers = [
+            h
+            for h in self.handlers.get(envelope.event_type, ())
+            if record.topic in self._topics[id(h)]
+        ]
+        if not takers:
+            if self.unhandled == "dead-letter":
+                error = PoisonRecord(f"no handler takes event type {envelope.event_type!r}")
+                return Unroutable(record, envelope, Outcome.DEAD_LETTERED, error)
+            return Unroutable(record, envelope, Outcome.UNHANDLED)
+        routed: list[Routed | Undecodable] = []
+        for handler in takers:
+            try:
+                payload = self._decode_payload(handler, envelope)
+            except PoisonRecord as e:
+                held = Routed.of(record, replace(envelope, payload=None), handler)
+                routed.append(Undecodable(held, e))
+                continue
+            routed.append(Routed.of(record, replace(envelope, payload=payload), handler))
+        return routed
 
-    def _decode_payload(self, content_type: str, event_type: str, value: bytes) -> Any:
-        handler = self.handlers.get(event_type)
-        if handler is None:
-            return value
-        if self.catalogue is None or content_type != wire.CONTENT_TYPE_AVRO:
-            return decode_payload(content_type, event_type, value)
-        reader = self.catalogue.reader_schema(event_type, handler.schema_version)
-        return self.catalogue.decode(value, reader)
+    def _decode_payload(self, handler: Handler, event: Event) -> Any:
+        if self.catalogue is None or event.content_type != wire.CONTENT_TYPE_AVRO:
+            return decode_payload(event.content_type, event.event_type, event.value)
+        reader = self.catalogue.reader_schema(event.event_type, handler.schema_version)
+        return self.catalogue.decode(event.value, reader)
+
+
+def _undecoded(content_type: str, event_type: str, value: bytes) -> bytes:
+    """The envelope first: each handler's payload is decoded for that handler."""
+    return value
