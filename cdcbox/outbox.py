@@ -38,6 +38,8 @@ EVENT_COLUMNS = (
 )
 _TYPES = ("uuid", "text", "text", "bigint", "text", "bytea", "text", "text")
 ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+# What the transaction check reads: a psycopg Connection or AsyncConnection.
+ConnectionInfoSource = psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
 
 
 @dataclass(frozen=True)
@@ -162,25 +164,40 @@ class Outbox:
 
     def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
         """Append one event in the open transaction of `conn`; returns its event id."""
-        row = event_row(event, self.schemas, self.limits)
-        _require_transaction(conn)
-        conn.execute(self._insert_one, row)
+        statement, row = self.one(conn, event)
+        conn.execute(statement, row)
         return row[0]  # type: ignore[no-any-return]
 
     def append_many(
         self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]
     ) -> list[uuid.UUID]:
         """Append many events with one statement (one round trip, whatever the count)."""
+        statement, columns = self.many(conn, events)
+        if columns:
+            conn.execute(statement, columns)
+        return columns[0] if columns else []
+
+    def one(
+        self, conn: ConnectionInfoSource, event: NewEvent
+    ) -> tuple[sql.Composed, tuple[Any, ...]]:
+        """The statement and parameters of `append`, checked (the event, then that `conn`
+        is inside a transaction) before anything is sent: shared by the async outbox."""
+        row = event_row(event, self.schemas, self.limits)
+        _require_transaction(conn)
+        return self._insert_one, row
+
+    def many(
+        self, conn: ConnectionInfoSource, events: Iterable[NewEvent]
+    ) -> tuple[sql.Composed, Sequence[list[Any]]]:
+        """The statement and column arrays of `append_many` (empty: nothing to send)."""
         rows = [event_row(e, self.schemas, self.limits) for e in events]
         if not rows:
-            return []
+            return self._insert_many, []
         _require_transaction(conn)
-        columns: Sequence[list[Any]] = [list(c) for c in zip(*rows, strict=True)]
-        conn.execute(self._insert_many, columns)
-        return columns[0]
+        return self._insert_many, [list(c) for c in zip(*rows, strict=True)]
 
 
-def _require_transaction(conn: psycopg.Connection[Any]) -> None:
+def _require_transaction(conn: ConnectionInfoSource) -> None:
     status = conn.info.transaction_status
     if status == TransactionStatus.INERROR:
         raise UsageError("the transaction is aborted; roll it back before appending events")

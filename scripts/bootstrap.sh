@@ -17,7 +17,7 @@ stamp="$VENV/.cdcbox-installed"
 installed="$(cat "$stamp" 2>/dev/null || true)"
 # shellcheck source=lib/extras.sh
 . "$ROOT/scripts/lib/extras.sh"
-extras="$(merged_extras "$installed" "binary,sqlalchemy,test,${CDCBOX_EXTRAS:-}")"
+extras="$(merged_extras "$installed" "binary,sqlalchemy,pydantic,test,${CDCBOX_EXTRAS:-}")"
 if [ ! -f "$stamp" ] || [ "$extras" != "$installed" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
     "$VENV/bin/python" -m pip install -q --upgrade pip
     "$VENV/bin/python" -m pip install -q -e "$ROOT[$extras]"

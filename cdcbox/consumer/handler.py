@@ -6,7 +6,7 @@ it is declared explicitly and never derived from the class name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import psycopg
@@ -28,6 +28,9 @@ class Handler:
     topics: ClassVar[tuple[str, ...]] = ()
     # Avro events are decoded into this catalogue version's schema (None: the newest).
     schema_version: ClassVar[int | None] = None
+    # Event type → a dataclass or pydantic model: `handle` gets an instance as
+    # `event.payload`, validated; a payload that does not fit is dead-lettered.
+    payload_types: ClassVar[Mapping[str, type]] = {}
     # True: per-record mode sends the record's statements in a pipeline (psycopg's
     # pipeline mode): the inbox claim with BEGIN, the handler's writes with COMMIT, two
     # round trips in all. Only for a handler that never relies on `cursor.rowcount`

@@ -49,6 +49,7 @@ def test_readme_producer_and_handler_examples_run_as_written(
     (handler,) = [b for b in python_blocks() if "class PaymentHandler(Handler):" in b]
     (unit_of_work,) = [b for b in python_blocks() if "UnitOfWork(conn) as uow" in b]
     (session,) = [b for b in python_blocks() if "SessionEvents(session)" in b]
+    (asyncio_block,) = [b for b in python_blocks() if "AsyncOutbox().append(" in b]
     # The examples use unqualified business tables: give them a schema of their own.
     schema = unique("readme")
     with psycopg.connect(stack.dsn, autocommit=True) as conn:
@@ -68,6 +69,8 @@ def test_readme_producer_and_handler_examples_run_as_written(
     exec(compile(session, "README.md (SQLAlchemy)", "exec"), uow_names)  # noqa: S102
     uow_names["engine"].dispose()  # its pooled connection, closed before it is collected
     assert latest(dsn, "OrderDelivered") == ("DELIVERED", 3)
+    exec(compile(asyncio_block, "README.md (asyncio)", "exec"), {"dsn": dsn})  # noqa: S102
+    assert latest(dsn, "OrderCancelled") == ("CANCELLED", 4)
     with psycopg.connect(dsn) as conn:
         conn.execute("UPDATE orders SET status = 'CREATED' WHERE order_id = 'o-42'")
 

@@ -15,6 +15,7 @@ from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.config import Unhandled
 from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.payloads import check_payload_types, typed
 from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
 from cdcbox.event import Event, decode, decode_payload, header
@@ -101,6 +102,9 @@ class Router:
         for event_type, takers in handlers.items():
             for handler in takers:
                 self._check_pinned_version(event_type, handler)
+                check_payload_types(
+                    type(handler).__name__, handler.payload_types, handler.event_types
+                )
 
     def _check_pinned_version(self, event_type: str, handler: Handler) -> None:
         pinned = handler.schema_version
@@ -143,9 +147,12 @@ class Router:
 
     def _decode_payload(self, handler: Handler, event: Event) -> Any:
         if self.catalogue is None or event.content_type != wire.CONTENT_TYPE_AVRO:
-            return decode_payload(event.content_type, event.event_type, event.value)
-        reader = self.catalogue.reader_schema(event.event_type, handler.schema_version)
-        return self.catalogue.decode(event.value, reader)
+            payload = decode_payload(event.content_type, event.event_type, event.value)
+        else:
+            reader = self.catalogue.reader_schema(event.event_type, handler.schema_version)
+            payload = self.catalogue.decode(event.value, reader)
+        payload_type = handler.payload_types.get(event.event_type)
+        return payload if payload_type is None else typed(payload_type, payload, event.event_type)
 
 
 def _undecoded(content_type: str, event_type: str, value: bytes) -> bytes:
