@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -122,17 +124,38 @@ def stack() -> None:
     envvar="CDCBOX_STACK_CONNECT_WORKERS",
     help="Kafka Connect workers in one group (REST on --connect-port + i).",
 )
+@click.option(
+    "--secure",
+    is_flag=True,
+    envvar="CDCBOX_STACK_SECURE",
+    help="Kafka over SASL_SSL (SCRAM-SHA-512 users) and PostgreSQL with ssl=on, from a "
+    "generated CA; `stack env` then prints the clients' CDCBOX_KAFKA_* settings.",
+)
 @handle_errors
-def up(mode: str | None, brokers: str, connect_workers: int, **kwargs: object) -> None:
+def up(
+    mode: str | None, brokers: str, connect_workers: int, secure: bool, **kwargs: object
+) -> None:
     """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
     config = dataclasses.replace(
         _config(**kwargs),  # type: ignore[arg-type]
         brokers=int(brokers),
         connect_workers=connect_workers,
+        secure=secure,
     )
+    _show_steps()
     endpoints = runner.up(config, mode)  # type: ignore[arg-type]
     click.echo(f"stack is up ({config.state_dir}); to use it:", err=True)
     click.echo(endpoints.exports(), nl=False)
+
+
+def _show_steps() -> None:
+    """The steps of `up` (cdcbox.stack.steps) on stderr, unless logging is set up."""
+    logger = logging.getLogger("cdcbox.stack")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("stack: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 @stack.command()

@@ -79,6 +79,9 @@ class StackConfig:
     # worker j on connect + j.
     brokers: int = 1
     connect_workers: int = 1
+    # `stack up --secure`: Kafka's listener is SASL_SSL (SCRAM-SHA-512) and PostgreSQL
+    # has ssl=on, with a generated CA (cdcbox.stack.tls).
+    secure: bool = False
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):

@@ -16,6 +16,7 @@ from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
 from cdcbox.stack.kafka import JvmComponent, jvm_argv, write_properties
+from cdcbox.stack.tls import StackTls
 
 DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
@@ -86,14 +87,17 @@ class NativeConnect(JvmComponent):
             return
         write_properties(
             self.properties,
-            worker_properties(
-                self.bootstrap,
-                self.config.host,
-                self.port,
-                str(self._layout().plugin_path),
-                self.config.limits,
-                self.config.replication_factor,
-            ),
+            {
+                **worker_properties(
+                    self.bootstrap,
+                    self.config.host,
+                    self.port,
+                    str(self._layout().plugin_path),
+                    self.config.limits,
+                    self.config.replication_factor,
+                ),
+                **self._security(),
+            },
         )
         record = process.spawn(
             jvm_argv(
@@ -120,6 +124,20 @@ class NativeConnect(JvmComponent):
                 f"Kafka Connect exited during start-up (log: {self.log_file}):\n"
                 f"{process.tail(self.log_file)}"
             )
+
+    def _security(self) -> dict[str, str]:
+        """With --secure: the worker, its connectors' producers, the consumers of its
+        internal topics and its admin client all log in as `connect` over SASL_SSL."""
+        if not self.config.secure:
+            return {}
+        client = StackTls(self.config.state_dir / "secrets" / "tls").java_client_properties(
+            "connect"
+        )
+        return {
+            f"{prefix}{key}": value
+            for prefix in ("", "producer.", "consumer.", "admin.")
+            for key, value in client.items()
+        }
 
     def lists_debezium(self) -> bool:
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cdcbox.errors import ConfigError
@@ -26,6 +26,9 @@ ENV_NAMES = {
     "connect_db_secrets": "CDCBOX_CONNECT_DB_SECRETS",
     "debezium_password_file": "CDCBOX_DEBEZIUM_PASSWORD_FILE",
 }
+
+
+SECURITY_ENV_PREFIXES = ("CDCBOX_KAFKA_", "CDCBOX_CONNECT_DB_SSL")
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,13 @@ class Endpoints:
     connect_db_name: str
     connect_db_secrets: str
     debezium_password_file: str
+    # More variables for a secured stack: the Kafka clients' CDCBOX_KAFKA_* settings and
+    # the connector's CDCBOX_CONNECT_DB_SSLMODE (paths and names only, never a password).
+    security_env: dict[str, str] = field(default_factory=dict)
 
     def as_env(self) -> dict[str, str]:
-        return {ENV_NAMES[k]: v for k, v in asdict(self).items()}
+        values = {ENV_NAMES[k]: v for k, v in asdict(self).items() if k in ENV_NAMES}
+        return {**values, **self.security_env}
 
     def exports(self) -> str:
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.as_env().items())
@@ -68,4 +75,5 @@ class Endpoints:
         missing = [name for name in ENV_NAMES.values() if not env.get(name)]
         if missing:
             raise ConfigError(f"an external stack needs these variables set: {', '.join(missing)}")
-        return cls(**{k: env[v] for k, v in ENV_NAMES.items()})
+        security = {k: v for k, v in env.items() if k.startswith(SECURITY_ENV_PREFIXES)}
+        return cls(**{k: env[v] for k, v in ENV_NAMES.items()}, security_env=security)

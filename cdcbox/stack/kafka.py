@@ -15,9 +15,12 @@ from pathlib import Path
 
 from cdcbox.errors import CdcboxError, StackError
 from cdcbox.kafka_client import Admin, KafkaSettings
+from cdcbox.kafka_security import KafkaSecurity
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
+from cdcbox.stack.secrets import write_private
+from cdcbox.stack.tls import MECHANISM, USERS, StackTls
 
 
 def replication(config: StackConfig) -> dict[str, str]:
@@ -36,8 +39,10 @@ def replication(config: StackConfig) -> dict[str, str]:
 
 
 def write_properties(path: Path, values: dict[str, str]) -> None:
+    """A Java properties file, readable by its owner only (a secured stack's hold the
+    JAAS passwords)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    write_private(path, "".join(f"{k}={v}\n" for k, v in values.items()))
 
 
 def jvm_argv(layout: JvmLayout, infra_dir: Path, heap_mb: int, main: str, *args: str) -> list[str]:
@@ -126,11 +131,8 @@ class NativeKafka(JvmComponent):
                 "process.roles": "broker,controller",
                 "node.id": str(self.node + 1),
                 **quorum,
-                "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
-                "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+                **self._listeners(controller),
                 "controller.listener.names": "CONTROLLER",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "log.dirs": str(self.log_dir),
                 "num.partitions": str(self.config.default_partitions),
                 "auto.create.topics.enable": "true",
@@ -140,6 +142,11 @@ class NativeKafka(JvmComponent):
         )
         if not (self.log_dir / "meta.properties").exists():
             self._format()
+        elif config.secure and not self._secure_marker.exists():
+            raise StackError(
+                f"{self.name} in {self.root} was formatted without --secure (it has no SCRAM "
+                "users): use another --state-dir, or `cdc-ctl stack down --purge` it first"
+            )
         process.spawn(
             jvm_argv(
                 self._layout(),
@@ -151,6 +158,39 @@ class NativeKafka(JvmComponent):
             log_file=self.log_file,
             pid_file=self.pid_file,
         )
+
+    @property
+    def _tls(self) -> StackTls:
+        return StackTls(self.config.state_dir / "secrets" / "tls")
+
+    @property
+    def _secure_marker(self) -> Path:
+        return self.root / "formatted-secure"
+
+    def _listeners(self, controller: str) -> dict[str, str]:
+        """PLAINTEXT, or with --secure SASL_SSL (SCRAM) for clients and between brokers;
+        the controller listener stays on loopback PLAINTEXT."""
+        if not self.config.secure:
+            return {
+                "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
+                "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            }
+        tls = self._tls
+        return {
+            "listeners": f"SASL_SSL://{self.bootstrap},CONTROLLER://{controller}",
+            "advertised.listeners": f"SASL_SSL://{self.bootstrap}",
+            "inter.broker.listener.name": "SASL_SSL",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": MECHANISM,
+            f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config": tls.jaas("admin"),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(tls.keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(tls.ca),
+        }
 
     def await_ready(self) -> None:
         record = self.pid_record()
@@ -180,10 +220,24 @@ class NativeKafka(JvmComponent):
             "-c",
             str(self.properties),
             *(["--standalone"] if self.config.brokers == 1 else []),
+            *self._scram_users(),
         )
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise StackError(f"Kafka storage format failed:\n{result.stdout}{result.stderr}")
+        if self.config.secure:
+            self._secure_marker.write_text("")
+
+    def _scram_users(self) -> list[str]:
+        """KRaft stores SCRAM credentials in its metadata: they are added at format."""
+        if not self.config.secure:
+            return []
+        tls = self._tls
+        return [
+            arg
+            for user in USERS
+            for arg in ("--add-scram", f"{MECHANISM}=[name={user},password={tls.password(user)}]")
+        ]
 
     def _cluster_id(self) -> str:
         """One id for every node of this stack, made by the first node formatted."""
@@ -196,7 +250,9 @@ class NativeKafka(JvmComponent):
     def _answers(self) -> bool:
         """True once the broker serves metadata (the cluster has a controller)."""
         try:
-            with Admin(KafkaSettings(self.bootstrap, request_timeout_ms=3000)) as admin:
+            security = self._tls.client("admin") if self.config.secure else KafkaSecurity()
+            settings = KafkaSettings(self.bootstrap, request_timeout_ms=3000, security=security)
+            with Admin(settings) as admin:
                 return admin.controller_id() != -1
         except CdcboxError:
             return False

@@ -18,8 +18,9 @@ import psycopg
 from cdcbox.errors import StackError
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
-from cdcbox.stack.secrets import SUPERUSER, StackSecrets
+from cdcbox.stack.secrets import SUPERUSER, StackSecrets, write_private
 from cdcbox.stack.system import ensure_postgres, postgres_account
+from cdcbox.stack.tls import StackTls
 
 # Sized for a 2-core, 24 GiB machine shared with two JVMs; logical decoding needs the
 # replication settings, the rest keeps the defaults' durability (synchronous_commit on).
@@ -79,6 +80,7 @@ class NativePostgres:
                 "port": str(self.config.ports.postgres),
                 "listen_addresses": self.config.host,
                 "unix_socket_directories": str(self.socket_dir),
+                **self._ssl(),
             }.items()
         )
         result = self._run_as_postgres(
@@ -102,6 +104,26 @@ class NativePostgres:
                 f"{result.stdout}{result.stderr}\n{process.tail(self.log_file)}"
             )
         self._create_database()
+
+    def _ssl(self) -> dict[str, str]:
+        """With --secure: ssl=on with the stack's server certificate, copied where the
+        server's user owns it (PostgreSQL refuses a key others can read)."""
+        if not self.config.secure:
+            return {}
+        tls = StackTls(self.config.state_dir / "secrets" / "tls")
+        account = postgres_account()
+        paths = {}
+        for name, source in (("server.crt", tls.server_cert), ("server.key", tls.server_key)):
+            target = self.root / name
+            write_private(target, source.read_text())
+            if account is not None:
+                os.chown(target, account.pw_uid, account.pw_gid)
+            paths[name] = str(target)
+        return {
+            "ssl": "on",
+            "ssl_cert_file": paths["server.crt"],
+            "ssl_key_file": paths["server.key"],
+        }
 
     def _await_crashed_server(self, timeout_s: float = 30) -> None:
         """After a crash, wait until the old postmaster is gone (a zombie until its parent
@@ -157,11 +179,16 @@ class NativePostgres:
         return process.PidRecord(pid, ticks) if ticks else None
 
     def dsn(self, user: str = SUPERUSER) -> str:
-        """A DSN without the password: libpq reads it from PGPASSFILE."""
-        return (
+        """A DSN without the password: libpq reads it from PGPASSFILE. With --secure it
+        verifies the server's certificate against the stack's CA."""
+        dsn = (
             f"postgresql://{user}@{self.config.host}:{self.config.ports.postgres}"
             f"/{self.config.database}"
         )
+        if self.config.secure:
+            ca = StackTls(self.config.state_dir / "secrets" / "tls").ca
+            dsn += f"?sslmode=verify-full&sslrootcert={ca}"
+        return dsn
 
     # --- helpers ---------------------------------------------------------------------
     def _prepare_dirs(self) -> None:

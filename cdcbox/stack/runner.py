@@ -21,8 +21,14 @@ from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
+from cdcbox.stack.steps import step
+from cdcbox.stack.tls import MECHANISM, StackTls
 
 Mode = Literal["native", "compose"]
+
+
+# What stack.json records of a stack's shape, and what a file without a key meant.
+_SHAPE_DEFAULTS: dict[str, object] = {"brokers": 1, "connect_workers": 1, "secure": False}
 
 
 def _mode_file(config: StackConfig) -> Path:
@@ -49,7 +55,8 @@ def up(config: StackConfig, mode: Mode | None = None) -> Endpoints:
         )
     secrets = _prepare(config, mode)
     if mode == "compose":
-        endpoints = ComposeStack(config, secrets).up()
+        with step("docker compose up (images are built on the first run)"):
+            endpoints = ComposeStack(config, secrets).up()
     else:
         endpoints = _native_up(config, secrets)
     endpoints.save(config.state_dir / "endpoints.json")
@@ -60,16 +67,26 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
     config.state_dir.mkdir(parents=True, exist_ok=True)
     config.state_dir.chmod(0o755)
     recorded = _recorded(config)
-    shape = {"brokers": config.brokers, "connect_workers": config.connect_workers}
-    was = {k: recorded.get(k, 1) for k in shape}
+    shape = {
+        "brokers": config.brokers,
+        "connect_workers": config.connect_workers,
+        "secure": config.secure,
+    }
+    was = {k: recorded.get(k, default) for k, default in _SHAPE_DEFAULTS.items()}
     if recorded and was != shape and (config.state_dir / "kafka" / "data").exists():
+        secured = "secured" if was["secure"] else "not secured"
         raise StackError(
             f"the stack in {config.state_dir} has {was['brokers']} broker(s) and "
-            f"{was['connect_workers']} Connect worker(s): start it with those, or "
-            "`cdc-ctl stack down --purge` it first"
+            f"{was['connect_workers']} Connect worker(s) and is {secured}: start it like "
+            "that, or `cdc-ctl stack down --purge` it first"
         )
     secrets = _secrets(config)
     secrets.ensure(config.host, config.ports.postgres)
+    if config.secure:
+        if mode == "compose":
+            raise StackError("--secure is native only: the compose file has no secured mode")
+        with step("certificates and SCRAM users (openssl; made on the first run only)"):
+            StackTls(secrets.directory / "tls").ensure(config.host)
     _mode_file(config).write_text(json.dumps({"mode": mode, **shape}) + "\n")
     return secrets
 
@@ -80,25 +97,30 @@ def postgres_up(config: StackConfig) -> tuple[str, str]:
     same state directory leaves it running and adds the rest; `down` stops it."""
     secrets = _prepare(config, "native")
     postgres = NativePostgres(config, secrets)
-    postgres.start()
+    with step(f"PostgreSQL {config.versions.postgres_major} on port {config.ports.postgres}"):
+        postgres.start()
     return postgres.dsn(), str(secrets.pgpass)
 
 
 def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
     postgres = NativePostgres(config, secrets)
-    postgres.start()
-    layout = resolve_jars(config)
+    with step(f"PostgreSQL {config.versions.postgres_major} on port {config.ports.postgres}"):
+        postgres.start()
+    with step("Kafka and Debezium jars (Maven; downloaded on the first run only)"):
+        layout = resolve_jars(config)
     nodes = [NativeKafka(config, layout, n) for n in range(config.brokers)]
-    for node in nodes:  # all of a quorum must be starting before one can answer
-        node.spawn()
-    for node in nodes:
-        node.await_ready()
+    with step(f"Kafka {config.versions.kafka}, {config.brokers} node(s), KRaft"):
+        for node in nodes:  # all of a quorum must be starting before one can answer
+            node.spawn()
+        for node in nodes:
+            node.await_ready()
     workers = [
         NativeConnect(config, layout, config.bootstrap_servers, w)
         for w in range(config.connect_workers)
     ]
     for worker in workers:
-        worker.start()
+        with step(f"Kafka Connect {worker.name} with Debezium {config.versions.debezium}"):
+            worker.start()
     return Endpoints(
         dsn=postgres.dsn(),
         pgpassfile=str(secrets.pgpass),
@@ -109,7 +131,24 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
         connect_db_name=config.database,
         connect_db_secrets=str(secrets.debezium_properties),
         debezium_password_file=str(secrets.debezium_properties),
+        security_env=_security_env(config),
     )
+
+
+def _security_env(config: StackConfig) -> dict[str, str]:
+    """How cdcbox's clients reach a --secure stack: as the `cdcbox` SCRAM user over
+    SASL_SSL, trusting the stack's CA; Debezium's JDBC connection encrypted."""
+    if not config.secure:
+        return {}
+    tls = StackTls(config.state_dir / "secrets" / "tls")
+    return {
+        "CDCBOX_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "CDCBOX_KAFKA_SASL_MECHANISM": MECHANISM,
+        "CDCBOX_KAFKA_USERNAME": "cdcbox",
+        "CDCBOX_KAFKA_PASSWORD_FILE": str(tls.password_file("cdcbox")),
+        "CDCBOX_KAFKA_CA_FILE": str(tls.ca),
+        "CDCBOX_CONNECT_DB_SSLMODE": "require",
+    }
 
 
 def _recorded(config: StackConfig) -> dict[str, Any]:

@@ -39,14 +39,14 @@ class StackSecrets:
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
         if not self.superuser_password_file.exists():
-            _write_private(self.superuser_password_file, secrets.token_urlsafe(24) + "\n")
+            write_private(self.superuser_password_file, secrets.token_urlsafe(24) + "\n")
         if not self.debezium_properties.exists():
-            _write_private(self.debezium_properties, f"password={secrets.token_urlsafe(24)}\n")
+            write_private(self.debezium_properties, f"password={secrets.token_urlsafe(24)}\n")
         lines = [
             f"{host}:{port}:*:{SUPERUSER}:{self.superuser_password()}",
             f"{host}:{port}:*:{DbNames().debezium_role}:{self.debezium_password()}",
         ]
-        _write_private(self.pgpass, "\n".join(lines) + "\n")
+        write_private(self.pgpass, "\n".join(lines) + "\n")
 
     def superuser_password(self) -> str:
         return self.superuser_password_file.read_text().strip()
@@ -68,7 +68,8 @@ def read_password_properties(path: Path) -> str:
     raise ConfigError(f"{path} has no 'password=' line")
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to a file only its owner can read (created so, never readable first)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)

@@ -6,6 +6,7 @@ do); otherwise the error names the package to install.
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import shutil
@@ -16,6 +17,8 @@ from cdcbox.errors import StackError
 
 _CREATECLUSTER_CONF = Path("/etc/postgresql-common/createcluster.conf")
 
+log = logging.getLogger("cdcbox.stack")
+
 
 def is_root() -> bool:
     return os.geteuid() == 0
@@ -25,6 +28,7 @@ def _apt_install(packages: list[str]) -> None:
     if not is_root():
         raise StackError(f"missing {' '.join(packages)}: install them (apt-get install ...)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    log.info("installing %s with apt-get (once)", " ".join(packages))
     for argv in (
         ["apt-get", "update", "-q"],
         ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],

@@ -18,7 +18,7 @@ from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.payloads import check_payload_types, typed
 from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
-from cdcbox.event import Event, decode, decode_payload, header
+from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, header
 from cdcbox.parking import ParkedKey
 
 
@@ -139,8 +139,9 @@ class Router:
             try:
                 payload = self._decode_payload(handler, envelope)
             except PoisonRecord as e:
-                held = Routed.of(record, replace(envelope, payload=None), handler)
-                routed.append(Undecodable(held, e))
+                undecoded = replace(envelope, payload=None)
+                error = UndecodablePayload(str(e), undecoded)
+                routed.append(Undecodable(Routed.of(record, undecoded, handler), error))
                 continue
             routed.append(Routed.of(record, replace(envelope, payload=payload), handler))
         return routed

@@ -1,0 +1,134 @@
+"""The pipeline through a secured stack (`cdc-ctl stack up --secure`), a stack of its own
+on other ports: Kafka's only client listener is SASL_SSL with SCRAM-SHA-512 users,
+PostgreSQL runs with ssl=on and the DSN verifies its certificate, Connect and Debezium
+log in as their own user. An event goes from the outbox to a handler's commit through
+all of it, and a client without the right credentials is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from cdcbox.connect import ConnectClient
+from cdcbox.connectors import apply, load_specs
+from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome
+from cdcbox.errors import CdcboxError
+from cdcbox.kafka_client import Admin, KafkaSettings
+from cdcbox.kafka_security import KafkaSecurity, Secret
+from cdcbox.migrate import migrate
+from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.resources import resource_dir
+from cdcbox.stack import runner
+from cdcbox.stack.config import Ports, StackConfig
+from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.secrets import read_password_properties
+from cdcbox.stack.tls import StackTls
+from cdcbox.testing import read_topic
+from tests.helpers import unique
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def secured(
+    native_stack: StackConfig, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[StackConfig, Endpoints]]:
+    """A secured stack beside the session's, sharing its jar cache; purged afterwards."""
+    config = dataclasses.replace(
+        native_stack,
+        state_dir=tmp_path_factory.mktemp("secured"),
+        ports=Ports(postgres=56432, kafka=60092, controller=60093, connect=59083),
+        secure=True,
+        kafka_heap_mb=512,
+        connect_heap_mb=768,
+    )
+    endpoints = runner.up(config, "native")
+    try:
+        env = {**os.environ, **endpoints.as_env()}
+        with psycopg.connect(endpoints.dsn, passfile=endpoints.pgpassfile) as conn:
+            migrate(
+                conn,
+                debezium_password=read_password_properties(Path(endpoints.debezium_password_file)),
+            )
+        for spec in load_specs(resource_dir("connectors"), env=env):
+            apply(ConnectClient(endpoints.connect_url), spec)
+        yield config, endpoints
+    finally:
+        runner.down(config, purge=True)
+
+
+def kafka(config: StackConfig, security: KafkaSecurity) -> KafkaSettings:
+    return KafkaSettings(config.bootstrap_servers, request_timeout_ms=5000, security=security)
+
+
+def test_an_event_flows_through_sasl_ssl_and_tls_to_postgres(
+    secured: tuple[StackConfig, Endpoints],
+) -> None:
+    config, endpoints = secured
+    tls = StackTls(config.state_dir / "secrets" / "tls")
+    connector = ConnectClient(endpoints.connect_url).config("cdcbox-outbox")
+    assert connector is not None and connector["database.sslmode"] == "require"
+    assert tls.password("connect") not in str(connector)  # the worker holds it, not REST
+    aggregate_type = unique("secured")
+    with psycopg.connect(endpoints.dsn, passfile=endpoints.pgpassfile) as conn:
+        row = conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        assert row.fetchone() == (True,)  # verify-full against the stack's CA
+        conn.execute("CREATE TABLE IF NOT EXISTS secured_effect (event_id uuid PRIMARY KEY)")
+        with conn.transaction():
+            event_id = Outbox().append(
+                conn, NewEvent(aggregate_type, "a1", "Created", {"over": "tls"})
+            )
+    security = tls.client("cdcbox")
+    (record,) = read_topic(kafka(config, security), f"outbox.event.{aggregate_type}")
+    assert dict(record.headers)["id"] == str(event_id).encode()
+
+    class Applies(Handler):
+        consumer_name = unique("secured")
+        aggregate_types = (aggregate_type,)
+        event_types = frozenset({"Created"})
+
+        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+            conn.execute("INSERT INTO secured_effect VALUES (%s)", (event.event_id,))
+
+    consumer = Consumer(
+        [Applies()],
+        ConsumerConfig(
+            bootstrap_servers=config.bootstrap_servers,
+            dsn=f"{endpoints.dsn}&passfile={endpoints.pgpassfile}",
+            group_id=Applies.consumer_name,
+            kafka_security=security,
+        ),
+    )
+    stats = consumer.run(max_records=1, idle_timeout_s=60)
+    assert stats[Outcome.PROCESSED] == 1
+    with psycopg.connect(endpoints.dsn, passfile=endpoints.pgpassfile) as conn:
+        applied = conn.execute("SELECT 1 FROM secured_effect WHERE event_id = %s", (event_id,))
+        assert applied.fetchone() == (1,)
+
+
+@pytest.mark.parametrize("who", ["plaintext", "wrong password", "no TLS trust"])
+def test_a_client_without_the_right_credentials_is_refused(
+    secured: tuple[StackConfig, Endpoints], who: str
+) -> None:
+    config, _ = secured
+    tls = StackTls(config.state_dir / "secrets" / "tls")
+    right = tls.client("cdcbox")
+    security = {
+        "plaintext": KafkaSecurity(),
+        "wrong password": dataclasses.replace(right, password=Secret("not-the-password")),
+        "no TLS trust": dataclasses.replace(right, ca_file=None),
+    }[who]
+    # Refused at once, so the client gives up at its bootstrap deadline.
+    with (
+        pytest.raises(CdcboxError),
+        Admin(kafka(config, security), bootstrap_timeout_ms=3000) as admin,
+    ):
+        admin.list_topics()
+    with Admin(kafka(config, right)) as admin:  # the right one, for contrast
+        assert admin.list_topics() is not None

@@ -1,0 +1,54 @@
+"""`cdc-ctl stack up` says what it is doing: each step on stderr as it begins and ends,
+with its time. Run against the session's running native stack, where `up` is idempotent
+(every component is found running), so the test adds no start-up of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cdcbox.stack.config import StackConfig
+
+pytestmark = pytest.mark.e2e
+
+
+def test_stack_up_reports_each_step_with_its_time(native_stack: StackConfig) -> None:
+    ports = native_stack.ports
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cdcbox.cli.main",
+            "stack",
+            "up",
+            "--mode",
+            "native",
+            "--state-dir",
+            str(native_stack.state_dir),
+            "--cache-dir",
+            str(native_stack.cache_dir),
+            "--pg-port",
+            str(ports.postgres),
+            "--kafka-port",
+            str(ports.kafka),
+            "--controller-port",
+            str(ports.controller),
+            "--connect-port",
+            str(ports.connect),
+        ],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    steps = [line for line in result.stderr.splitlines() if line.startswith("stack: ")]
+    for component in ("PostgreSQL", "jars", "Kafka 4", "Kafka Connect connect "):
+        begun = [s for s in steps if component in s and s.endswith("...")]
+        ended = [s for s in steps if component in s and ": done in " in s]
+        assert begun and ended, f"{component}: {steps}"
+    assert "CDCBOX_DSN" in result.stdout  # the exports still go to stdout
