@@ -79,9 +79,9 @@ FAST_RETRY = RetryPolicy(max_attempts=2, initial_delay_s=0.0, max_delay_s=0.0)
 
 class Harness:
     """Feed events to `handlers` through the real pipeline on `dsn` (migrated into
-    `names.schema`). `send` returns each event's outcome; `dead_letters(topic)` what the
-    pipeline dead-lettered. Guarantee: the database sees exactly the statements a live
-    consumer would send; only Kafka is absent."""
+    `names.schema`). `send` counts how the events ended; `dead_letters(topic)` is what
+    the pipeline dead-lettered. Guarantee: each record meets exactly the statements a
+    live consumer sends for it; only Kafka (and its offsets) is absent."""
 
     def __init__(
         self,
