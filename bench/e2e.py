@@ -22,7 +22,7 @@ from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses
 from bench.stats import percentiles
 from cdcbox import wire
 from cdcbox.kafka_client import KafkaSettings
-from cdcbox.migrate import migrate
+from cdcbox.migrate import RelayMode, migrate
 from cdcbox.names import DbNames
 from cdcbox.topics import ensure_topics
 
@@ -76,13 +76,18 @@ def cdc_at_rate(
     return _measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds)
 
 
-def polling_schema(dsn: str) -> DbNames:
-    names = DbNames(schema=f"bench_{uuid.uuid4().hex[:8]}")
+def own_schema(dsn: str, prefix: str, mode: RelayMode) -> DbNames:
+    """cdcbox's tables migrated into a schema of their own (`drop_schema` removes it)."""
+    names = DbNames(schema=f"{prefix}_{uuid.uuid4().hex[:8]}")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
     with psycopg.connect(dsn) as conn:
-        migrate(conn, names=names, mode="polling")
+        migrate(conn, names=names, mode=mode)
     return names
+
+
+def polling_schema(dsn: str) -> DbNames:
+    return own_schema(dsn, "bench", "polling")
 
 
 def drop_schema(dsn: str, names: DbNames) -> None:

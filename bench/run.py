@@ -12,21 +12,17 @@ import json
 import os
 import platform
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import matplotlib
-import psycopg
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from bench import catch_up, consumer_cost, drain, e2e, loadgen, producer, record_cost
 from bench.report import section
-from cdcbox.migrate import migrate
-from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
 
@@ -93,11 +89,7 @@ def machine() -> dict[str, Any]:
 def load_generator(dsn: str, pgbench: Path, seconds: int) -> dict[str, Any]:
     """What pgbench can offer unthrottled (10 events per transaction, 4 clients), into an
     outbox outside the connector's publication: the writer's ceiling, not Debezium's."""
-    names = DbNames(schema=f"bench_load_{uuid.uuid4().hex[:6]}")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {names.schema}")
-    with psycopg.connect(dsn) as conn:
-        migrate(conn, names=names)
+    names = e2e.own_schema(dsn, "bench_load", "cdc")
     try:
         offered = loadgen.offer(dsn, pgbench, names.schema, "benchload", None, seconds, 10)
         return offered.as_dict()

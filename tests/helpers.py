@@ -1,54 +1,29 @@
-"""Test helpers: wait for a condition with a deadline (never a bare sleep), unique names."""
+"""Test helpers: unique names, schemas of their own, slots dropped once released; waiting
+for a condition with a deadline is the plugin's `eventually` (never a bare sleep)."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
 
 import psycopg
 from psycopg import sql
 
-from cdcbox.limits import EventLimits
-from cdcbox.migrate import RelayMode, migrate
 from cdcbox.names import DbNames
+from cdcbox.testing.schemas import migrated_schema
+from cdcbox.testing.waits import eventually
 
-T = TypeVar("T")
-
-
-def eventually(
-    probe: Callable[[], T], timeout: float = 60.0, interval: float = 0.1, what: str = "condition"
-) -> T:
-    """Poll `probe` until it returns a truthy value; fail with `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+__all__ = [
+    "drop_slot_once_released",
+    "eventually",
+    "migrated_schema",
+    "schema_with_orders",
+    "unique",
+]
 
 
 def unique(prefix: str) -> str:
     """A name no other test (or earlier run against the same stack) uses."""
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
-
-
-def migrated_schema(
-    dsn: str,
-    names: DbNames,
-    mode: RelayMode = "polling",
-    slot: str | None = None,
-    limits: EventLimits = EventLimits(),
-) -> DbNames:
-    """Create `names.schema` and migrate cdcbox's tables into it; returns `names`."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
-    with psycopg.connect(dsn) as conn:
-        migrate(conn, names=names, mode=mode, slot=slot, limits=limits)
-    return names
 
 
 def drop_slot_once_released(dsn: str, slot: str, timeout: float = 60.0) -> None:

@@ -130,9 +130,7 @@ class NativeConnect(JvmComponent):
         internal topics and its admin client all log in as `connect` over SASL_SSL."""
         if not self.config.secure:
             return {}
-        client = StackTls(self.config.state_dir / "secrets" / "tls").java_client_properties(
-            "connect"
-        )
+        client = StackTls.of(self.config.state_dir).java_client_properties("connect")
         return {
             f"{prefix}{key}": value
             for prefix in ("", "producer.", "consumer.", "admin.")

@@ -161,7 +161,7 @@ class NativeKafka(JvmComponent):
 
     @property
     def _tls(self) -> StackTls:
-        return StackTls(self.config.state_dir / "secrets" / "tls")
+        return StackTls.of(self.config.state_dir)
 
     @property
     def _secure_marker(self) -> Path:

@@ -110,7 +110,7 @@ class NativePostgres:
         server's user owns it (PostgreSQL refuses a key others can read)."""
         if not self.config.secure:
             return {}
-        tls = StackTls(self.config.state_dir / "secrets" / "tls")
+        tls = StackTls.of(self.config.state_dir)
         account = postgres_account()
         paths = {}
         for name, source in (("server.crt", tls.server_cert), ("server.key", tls.server_key)):
@@ -186,7 +186,7 @@ class NativePostgres:
             f"/{self.config.database}"
         )
         if self.config.secure:
-            ca = StackTls(self.config.state_dir / "secrets" / "tls").ca
+            ca = StackTls.of(self.config.state_dir).ca
             dsn += f"?sslmode=verify-full&sslrootcert={ca}"
         return dsn
 

@@ -86,7 +86,7 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
         if mode == "compose":
             raise StackError("--secure is native only: the compose file has no secured mode")
         with step("certificates and SCRAM users (openssl; made on the first run only)"):
-            StackTls(secrets.directory / "tls").ensure(config.host)
+            StackTls.of(config.state_dir).ensure(config.host)
     _mode_file(config).write_text(json.dumps({"mode": mode, **shape}) + "\n")
     return secrets
 
@@ -140,7 +140,7 @@ def _security_env(config: StackConfig) -> dict[str, str]:
     SASL_SSL, trusting the stack's CA; Debezium's JDBC connection encrypted."""
     if not config.secure:
         return {}
-    tls = StackTls(config.state_dir / "secrets" / "tls")
+    tls = StackTls.of(config.state_dir)
     return {
         "CDCBOX_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
         "CDCBOX_KAFKA_SASL_MECHANISM": MECHANISM,

@@ -27,6 +27,11 @@ USERS = ("admin", "connect", "cdcbox")
 class StackTls:
     directory: Path  # secrets/tls
 
+    @classmethod
+    def of(cls, state_dir: Path) -> StackTls:
+        """The TLS material of the stack whose state lives in `state_dir`."""
+        return cls(state_dir / "secrets" / "tls")
+
     @property
     def ca(self) -> Path:
         return self.directory / "ca.pem"

@@ -28,10 +28,10 @@ import pytest
 from psycopg import sql
 
 from cdcbox.consumer.handler import Handler
-from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.testing.harness import Harness, MemoryTopics, Record
+from cdcbox.testing.schemas import migrated_schema
 from cdcbox.testing.session import SessionStack
 from cdcbox.testing.waits import eventually, read_topic, wait_applied
 
@@ -41,6 +41,7 @@ __all__ = [
     "Record",
     "SessionStack",
     "eventually",
+    "migrated_schema",
     "read_topic",
     "wait_applied",
 ]
@@ -72,15 +73,10 @@ def cdcbox_database(pytestconfig: pytest.Config) -> str:
 
 @pytest.fixture
 def cdcbox_schema(cdcbox_database: str) -> Iterator[DbNames]:
-    names = DbNames(schema=f"t_{uuid.uuid4().hex[:12]}")
-    schema = sql.Identifier(names.schema)
-    with psycopg.connect(cdcbox_database, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
-    with psycopg.connect(cdcbox_database) as conn:
-        migrate(conn, names=names, mode="cdc")
+    names = migrated_schema(cdcbox_database, DbNames(schema=f"t_{uuid.uuid4().hex[:12]}"), "cdc")
     yield names
     with psycopg.connect(cdcbox_database, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(schema))
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(names.schema)))
 
 
 @pytest.fixture

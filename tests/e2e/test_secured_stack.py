@@ -71,7 +71,7 @@ def test_an_event_flows_through_sasl_ssl_and_tls_to_postgres(
     secured: tuple[StackConfig, Endpoints],
 ) -> None:
     config, endpoints = secured
-    tls = StackTls(config.state_dir / "secrets" / "tls")
+    tls = StackTls.of(config.state_dir)
     connector = ConnectClient(endpoints.connect_url).config("cdcbox-outbox")
     assert connector is not None and connector["database.sslmode"] == "require"
     assert tls.password("connect") not in str(connector)  # the worker holds it, not REST
@@ -117,7 +117,7 @@ def test_a_client_without_the_right_credentials_is_refused(
     secured: tuple[StackConfig, Endpoints], who: str
 ) -> None:
     config, _ = secured
-    tls = StackTls(config.state_dir / "secrets" / "tls")
+    tls = StackTls.of(config.state_dir)
     right = tls.client("cdcbox")
     security = {
         "plaintext": KafkaSecurity(),

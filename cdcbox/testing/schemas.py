@@ -1,0 +1,25 @@
+"""A schema of its own for one test: cdcbox's tables migrated into it."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from cdcbox.limits import EventLimits
+from cdcbox.migrate import RelayMode, migrate
+from cdcbox.names import DbNames
+
+
+def migrated_schema(
+    dsn: str,
+    names: DbNames,
+    mode: RelayMode = "polling",
+    slot: str | None = None,
+    limits: EventLimits = EventLimits(),
+) -> DbNames:
+    """Create `names.schema` and migrate cdcbox's tables into it; returns `names`."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+    with psycopg.connect(dsn) as conn:
+        migrate(conn, names=names, mode=mode, slot=slot, limits=limits)
+    return names
