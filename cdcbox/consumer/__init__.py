@@ -1,9 +1,11 @@
-"""The consumer framework: subclass `Handler`, give it to a `Consumer`, call `run()`.
+"""The consumer framework: subclass `Handler` (or `AsyncHandler`), give it to a
+`Consumer`, call `run()`.
 
 Each record goes decode → inbox → version guard → handler → commit → Kafka offset
 (`cdcbox.consumer.pipeline`), so at-least-once delivery becomes an exactly-once effect.
 """
 
+from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.runner import Consumer
@@ -11,6 +13,7 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.event import Event
 
 __all__ = [
+    "AsyncHandler",
     "Consumer",
     "ConsumerConfig",
     "ConsumerStats",

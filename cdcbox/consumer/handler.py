@@ -48,6 +48,14 @@ class Handler:
         for event in events:
             self.handle(event, conn)
 
+    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        """How the consumer calls `handle` (an `AsyncHandler` runs it on its loop)."""
+        self.handle(event, conn)
+
+    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+        """How the consumer calls `handle_batch`."""
+        self.handle_batch(events, conn)
+
     @classmethod
     def subscribed_topics(cls) -> tuple[str, ...]:
         return tuple(cls.topics) + tuple(wire.topic_for(a) for a in cls.aggregate_types)

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 
 from cdcbox import kafka_client
+from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.handler import Handler
@@ -59,6 +60,8 @@ def dispatch_table(handlers: Sequence[Handler]) -> dict[str, tuple[Handler, ...]
         names.add(name)
         if not handler.subscribed_topics():
             raise ConfigError(f"{cls.__name__} declares neither aggregate_types nor topics")
+        if isinstance(handler, AsyncHandler) and handler.pipelined:
+            raise ConfigError(f"{cls.__name__}: an AsyncHandler cannot be pipelined")
         event_types = getattr(handler, "event_types", None)
         if not event_types:
             raise ConfigError(f"{cls.__name__}.event_types is empty")

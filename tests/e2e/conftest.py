@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ import yaml
 from psycopg.types.json import Jsonb
 
 from cdcbox.connect import ConnectClient
-from cdcbox.consumer import Consumer, ConsumerConfig, ConsumerStats, Event, Handler
+from cdcbox.consumer import AsyncHandler, Consumer, ConsumerConfig, ConsumerStats, Event, Handler
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
 from tests.helpers import drop_slot_once_released, unique
@@ -32,47 +33,74 @@ CREATE TABLE IF NOT EXISTS e2e_effect (
 )"""
 
 
+INSERT_EFFECT = (
+    "INSERT INTO e2e_effect (consumer_name, event_id, aggregate_id, version, headers, "
+    "payload) VALUES (%s, %s, %s, %s, %s, %s)"
+)
+
+
+def effect_row(name: str, event: Event) -> tuple[Any, ...]:
+    headers = {
+        "event_type": event.event_type,
+        "aggregate_type": event.aggregate_type,
+        "occurred_at": event.occurred_at.isoformat() if event.occurred_at else None,
+        "trace_id": event.trace_id,
+        "content_type": event.content_type,
+        "topic": event.topic,
+    }
+    return (
+        name,
+        event.event_id,
+        event.aggregate_id,
+        event.aggregate_version,
+        Jsonb(headers),
+        Jsonb(event.payload),
+    )
+
+
 def recording_handler(
     name: str,
     aggregate_type: str,
     event_types: set[str],
     fail: Callable[[Event], bool] | None = None,
+    flavour: str = "sync",
 ) -> Handler:
-    """A handler whose effect is one row per applied event in e2e_effect."""
+    """A handler whose effect is one row per applied event in e2e_effect; `flavour`
+    "async" makes it an `AsyncHandler` writing on its `AsyncConnection`."""
+
+    def check(event: Event) -> None:
+        if fail is not None and fail(event):
+            raise RuntimeError(f"handler refuses {event.event_id}")
 
     class Recorder(Handler):
-        consumer_name = name
-        aggregate_types = (aggregate_type,)
-
         def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
-            if fail is not None and fail(event):
-                raise RuntimeError(f"handler refuses {event.event_id}")
-            conn.execute(
-                "INSERT INTO e2e_effect (consumer_name, event_id, aggregate_id, version, "
-                "headers, payload) VALUES (%s, %s, %s, %s, %s, %s)",
-                (
-                    name,
-                    event.event_id,
-                    event.aggregate_id,
-                    event.aggregate_version,
-                    Jsonb(
-                        {
-                            "event_type": event.event_type,
-                            "aggregate_type": event.aggregate_type,
-                            "occurred_at": event.occurred_at.isoformat()
-                            if event.occurred_at
-                            else None,
-                            "trace_id": event.trace_id,
-                            "content_type": event.content_type,
-                            "topic": event.topic,
-                        }
-                    ),
-                    Jsonb(event.payload),
-                ),
-            )
+            check(event)
+            conn.execute(INSERT_EFFECT, effect_row(name, event))
 
-    Recorder.event_types = frozenset(event_types)
-    return Recorder()
+    class AsyncRecorder(AsyncHandler):
+        async def handle(self, event: Event, conn: psycopg.AsyncConnection[Any]) -> None:
+            check(event)
+            await conn.execute(INSERT_EFFECT, effect_row(name, event))
+
+    base = {"sync": Recorder, "async": AsyncRecorder}[flavour]
+    handler_class = type(
+        f"{flavour.title()}Recorder",
+        (base,),
+        {
+            "consumer_name": name,
+            "aggregate_types": (aggregate_type,),
+            "event_types": frozenset(event_types),
+        },
+    )
+    handler: Handler = handler_class()
+    return handler
+
+
+@pytest.fixture(params=["sync", "async"])
+def recorder(request: pytest.FixtureRequest) -> Callable[..., Handler]:
+    """`recording_handler` of one flavour: a test taking this fixture runs for a sync
+    and for an async handler (the same cases, the same assertions)."""
+    return functools.partial(recording_handler, flavour=request.param)
 
 
 @dataclass

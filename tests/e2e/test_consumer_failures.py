@@ -15,7 +15,7 @@ from cdcbox.consumer import Event, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
-from tests.e2e.conftest import count_effects, effects, recording_handler
+from tests.e2e.conftest import count_effects, effects
 from tests.e2e.topics import read_topic
 from tests.helpers import eventually, unique
 
@@ -48,7 +48,7 @@ def write(dsn: str, events: list[NewEvent]) -> list[Any]:
 
 
 def test_undecodable_payload_is_dead_lettered_its_aggregate_parked_and_others_applied(
-    stack: Endpoints, run_consumer: Any
+    stack: Endpoints, run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     bad, later, other = write(
@@ -59,7 +59,7 @@ def test_undecodable_payload_is_dead_lettered_its_aggregate_parked_and_others_ap
             NewEvent(aggregate_type, "a2", "Created", {"ok": True}),
         ],
     )
-    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    handler = recorder(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer) as running:
         eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the other aggregate")
         eventually(lambda: running.stats[Outcome.DEAD_LETTERED] == 1, what="one dead letter")
@@ -79,7 +79,7 @@ def test_undecodable_payload_is_dead_lettered_its_aggregate_parked_and_others_ap
 
 
 def test_failing_handler_is_retried_then_dead_lettered_and_its_aggregate_parked(
-    stack: Endpoints, run_consumer: Any
+    stack: Endpoints, run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     ids = write(
@@ -90,9 +90,7 @@ def test_failing_handler_is_retried_then_dead_lettered_and_its_aggregate_parked(
             NewEvent(aggregate_type, "fine", "Created", {"n": 3}, aggregate_version=1),
         ],
     )
-    handler = recording_handler(
-        consumer, aggregate_type, {"Created"}, fail=lambda e: e.event_id == ids[0]
-    )
+    handler = recorder(consumer, aggregate_type, {"Created"}, fail=lambda e: e.event_id == ids[0])
     with run_consumer([handler], group=consumer, retry=FAST_RETRY) as running:
         eventually(lambda: running.stats[Outcome.PARKED] == 1, what="the later event parked")
         assert running.stats[Outcome.DEAD_LETTERED] == 1
@@ -121,7 +119,9 @@ def test_failing_handler_is_retried_then_dead_lettered_and_its_aggregate_parked(
     assert b"parked" in second["cdcbox.error.message"]
 
 
-def test_transient_failure_is_retried_and_applied_once(stack: Endpoints, run_consumer: Any) -> None:
+def test_transient_failure_is_retried_and_applied_once(
+    stack: Endpoints, run_consumer: Any, recorder: Any
+) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     attempts: list[Any] = []
 
@@ -130,7 +130,7 @@ def test_transient_failure_is_retried_and_applied_once(stack: Endpoints, run_con
         return len(attempts) <= 2
 
     (event_id,) = write(stack.dsn, [NewEvent(aggregate_type, "a", "Created", {"n": 1})])
-    handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=fail_twice)
+    handler = recorder(consumer, aggregate_type, {"Created"}, fail=fail_twice)
     with run_consumer([handler], group=consumer, retry=FAST_RETRY) as running:
         eventually(lambda: running.stats[Outcome.PROCESSED] == 1, what="applied after retries")
         assert running.stats.retries == 2
@@ -140,7 +140,7 @@ def test_transient_failure_is_retried_and_applied_once(stack: Endpoints, run_con
 
 
 def test_batch_mode_applies_everything_but_the_failing_record_exactly_once(
-    stack: Endpoints, run_consumer: Any, caplog: pytest.LogCaptureFixture
+    stack: Endpoints, run_consumer: Any, caplog: pytest.LogCaptureFixture, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     events = [
@@ -149,9 +149,7 @@ def test_batch_mode_applies_everything_but_the_failing_record_exactly_once(
     ]
     ids = write(stack.dsn, events)
     poisoned = ids[95]  # the last event of aggregate a5: nothing of a5 is behind it
-    handler = recording_handler(
-        consumer, aggregate_type, {"Created"}, fail=lambda e: e.event_id == poisoned
-    )
+    handler = recorder(consumer, aggregate_type, {"Created"}, fail=lambda e: e.event_id == poisoned)
     with run_consumer([handler], group=consumer, retry=FAST_RETRY, batch_mode=True) as running:
         eventually(lambda: running.stats[Outcome.DEAD_LETTERED] == 1, what="the poisoned one")
         eventually(lambda: running.stats[Outcome.PROCESSED] == 99, what="99 applied")
@@ -171,12 +169,12 @@ def test_batch_mode_applies_everything_but_the_failing_record_exactly_once(
 
 
 def test_outage_across_aggregates_opens_the_breaker_instead_of_dead_lettering(
-    stack: Endpoints, run_consumer: Any
+    stack: Endpoints, run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     write(stack.dsn, [NewEvent(aggregate_type, f"a{i}", "Created", {"i": i}) for i in range(3)])
     outage = {"on": True}
-    handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
+    handler = recorder(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
     with run_consumer(
         [handler], group=consumer, breaker=BreakerPolicy(failing_aggregates=1), retry=FAST_RETRY
     ) as running:
@@ -191,12 +189,12 @@ def test_outage_across_aggregates_opens_the_breaker_instead_of_dead_lettering(
 
 
 def test_a_stop_during_a_held_retry_exits_and_leaves_the_record_for_the_next_run(
-    stack: Endpoints, run_consumer: Any
+    stack: Endpoints, run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     write(stack.dsn, [NewEvent(aggregate_type, "a", "Created", {})])
     outage = {"on": True}
-    handler = recording_handler(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
+    handler = recorder(consumer, aggregate_type, {"Created"}, fail=lambda e: outage["on"])
     hold_forever = {"breaker": BreakerPolicy(failing_aggregates=1), "retry": FAST_RETRY}
     port = free_port()
     with run_consumer([handler], group=consumer, metrics_port=port, **hold_forever) as running:
@@ -212,11 +210,13 @@ def test_a_stop_during_a_held_retry_exits_and_leaves_the_record_for_the_next_run
         eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="applied next time")
 
 
-def test_metrics_endpoint_serves_counts_and_health(stack: Endpoints, run_consumer: Any) -> None:
+def test_metrics_endpoint_serves_counts_and_health(
+    stack: Endpoints, run_consumer: Any, recorder: Any
+) -> None:
     port = free_port()
     aggregate_type, consumer = unique("order"), unique("c")
     write(stack.dsn, [NewEvent(aggregate_type, "a", "Created", {"n": i}) for i in range(3)])
-    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    handler = recorder(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer, metrics_port=port) as running:
         eventually(lambda: running.stats[Outcome.PROCESSED] == 3, what="3 processed")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
@@ -231,10 +231,10 @@ def test_metrics_endpoint_serves_counts_and_health(stack: Endpoints, run_consume
 
 
 def test_a_member_reloads_the_parked_set_when_partitions_are_assigned(
-    stack: Endpoints, run_consumer: Any
+    stack: Endpoints, run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
-    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    handler = recorder(consumer, aggregate_type, {"Created"})
     # A long refresh interval: only an assignment can make this member see a new park.
     slow_refresh = {"parked_refresh_s": 3600.0}
     with run_consumer([handler], group=consumer, **slow_refresh) as member:

@@ -16,7 +16,7 @@ from cdcbox.consumer import Outcome
 from cdcbox.kafka_client import KafkaSettings
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
-from tests.e2e.conftest import count_effects, effects, recording_handler
+from tests.e2e.conftest import count_effects, effects
 from tests.e2e.topics import read_topic
 from tests.helpers import eventually, unique
 
@@ -26,7 +26,7 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 def test_committed_event_reaches_handler_once_with_every_header(
-    stack: Endpoints, db: psycopg.Connection[Any], run_consumer: Any
+    stack: Endpoints, db: psycopg.Connection[Any], run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     with db.transaction():
@@ -44,7 +44,7 @@ def test_committed_event_reaches_handler_once_with_every_header(
             ),
         )
 
-    handler = recording_handler(consumer, aggregate_type, {"OrderCreated"})
+    handler = recorder(consumer, aggregate_type, {"OrderCreated"})
     with run_consumer([handler], group=consumer) as running:
         eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the event applied")
         rows = effects(db, consumer)
@@ -82,7 +82,7 @@ def test_committed_event_reaches_handler_once_with_every_header(
 
 
 def test_rolled_back_event_never_arrives(
-    stack: Endpoints, db: psycopg.Connection[Any], run_consumer: Any
+    stack: Endpoints, db: psycopg.Connection[Any], run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     rolled_back = uuid.uuid4()
@@ -95,7 +95,7 @@ def test_rolled_back_event_never_arrives(
     with db.transaction():
         committed = OUTBOX.append(db, NewEvent(aggregate_type, "a", "Created", {"n": 1}))
 
-    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    handler = recorder(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer):
         eventually(lambda: count_effects(stack.dsn, consumer) >= 1, what="committed event")
     ids = [row[0] for row in effects(db, consumer)]
@@ -106,7 +106,7 @@ def test_rolled_back_event_never_arrives(
 
 
 def test_redelivered_records_change_nothing_and_are_counted(
-    stack: Endpoints, db: psycopg.Connection[Any], run_consumer: Any
+    stack: Endpoints, db: psycopg.Connection[Any], run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     with db.transaction():
@@ -117,7 +117,7 @@ def test_redelivered_records_change_nothing_and_are_counted(
                 for i in range(5)
             ],
         )
-    handler = recording_handler(consumer, aggregate_type, {"Created"})
+    handler = recorder(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer) as first:
         eventually(lambda: count_effects(stack.dsn, consumer) == 5, what="5 effects")
         eventually(lambda: first.stats[Outcome.PROCESSED] == 5, what="5 processed")
@@ -133,7 +133,7 @@ def test_redelivered_records_change_nothing_and_are_counted(
 
 
 def test_concurrent_writers_arrive_in_per_aggregate_version_order(
-    stack: Endpoints, run_consumer: Any
+    stack: Endpoints, run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
     writers, aggregates_per_writer, versions = 4, 5, 50  # 1,000 events over 20 aggregates
@@ -157,7 +157,7 @@ def test_concurrent_writers_arrive_in_per_aggregate_version_order(
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     for t in threads:
         t.start()
-    handler = recording_handler(consumer, aggregate_type, {"Changed"})
+    handler = recorder(consumer, aggregate_type, {"Changed"})
     with run_consumer([handler], group=consumer) as running:
         for t in threads:
             t.join()

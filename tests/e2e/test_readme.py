@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -15,9 +16,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cdcbox.consumer import Handler
+from cdcbox.consumer import Handler, Outcome
 from cdcbox.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
+from cdcbox.testing import Harness
 from consumer.orders import SCHEMA
 from tests.helpers import eventually, unique
 
@@ -131,3 +133,38 @@ def test_readme_handler_test_runs_in_a_users_project_on_the_plugin(
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "1 passed" in result.stdout
+
+
+def test_readme_typed_and_async_handler_examples_run_as_written(stack: Endpoints) -> None:
+    """Through the consumer's real pipeline on the stack's PostgreSQL (the harness: the
+    Kafka leg is the same for every handler and covered above)."""
+    (typed,) = [b for b in python_blocks() if "class ShipmentHandler(Handler):" in b]
+    (async_block,) = [b for b in python_blocks() if "class AsyncPaymentHandler(AsyncHandler):" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(typed, "README.md (typed payload)", "exec"), namespace)  # noqa: S102
+    exec(compile(async_block, "README.md (async handler)", "exec"), namespace)  # noqa: S102
+    schema = unique("readme_handlers")
+    with psycopg.connect(stack.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    dsn = f"{stack.dsn}?options={quote(f'-c search_path={schema},public')}"
+    paid, shipped, unfit = (unique("o") for _ in range(3))
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute(SCHEMA.read_text())
+        for order_id in (paid, shipped, unfit):
+            conn.execute(
+                "INSERT INTO orders (order_id, customer_id, total_cents) VALUES (%s, 'c', 1)",
+                (order_id,),
+            )
+    handlers = [namespace["ShipmentHandler"](), namespace["AsyncPaymentHandler"]()]
+    with Harness(dsn, handlers) as harness:
+        outcomes = harness.send(
+            NewEvent("order", paid, "PaymentSucceeded", {"amount_cents": 1}),
+            NewEvent("order", shipped, "OrderShipped", {"order_id": shipped, "carrier": "x"}),
+            NewEvent("order", unfit, "OrderShipped", {"order_id": unfit}),  # no carrier
+        )
+        assert outcomes == Counter({Outcome.PROCESSED: 2, Outcome.DEAD_LETTERED: 1})
+        (letter,) = harness.dead_letters("outbox.event.order")
+        assert b"carrier" in dict(letter.headers)["cdcbox.error.message"]
+    with psycopg.connect(dsn) as conn:
+        statuses = dict(conn.execute("SELECT order_id, status FROM orders").fetchall())
+    assert statuses == {paid: "PAID", shipped: "SHIPPED", unfit: "CREATED"}

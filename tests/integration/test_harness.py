@@ -1,6 +1,7 @@
 """The plugin's in-process harness (`cdcbox.testing`): events through the real pipeline
 against real PostgreSQL, no Kafka — deduplicated, version-guarded, dead-lettered and
-parked exactly as a live consumer does, in per-record and in batch mode."""
+parked exactly as a live consumer does, in per-record and in batch mode, for sync and
+async handlers alike."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from psycopg import sql
 
 from cdcbox import wire
-from cdcbox.consumer import Event, Handler, Outcome
+from cdcbox.consumer import AsyncHandler, Event, Handler, Outcome
 from cdcbox.outbox import NewEvent
 from cdcbox.testing import Harness
 from tests.helpers import unique
@@ -36,10 +37,32 @@ class Ledger(Handler):
         )
 
 
-def ledger(aggregate_type: str, table: str) -> Handler:
+class AsyncLedger(AsyncHandler):
+    """`Ledger` with `async def handle` on the record's `AsyncConnection`."""
+
+    event_types = frozenset({"Booked"})
+    table: str
+
+    async def handle(self, event: Event, conn: psycopg.AsyncConnection[Any]) -> None:
+        if event.payload.get("fail"):
+            raise ValueError("cannot book this")
+        await conn.execute(
+            sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(sql.Identifier(self.table)),
+            (event.aggregate_id, event.aggregate_version),
+        )
+
+
+@pytest.fixture(params=["sync", "async"])
+def ledger(request: pytest.FixtureRequest) -> Callable[[str, str], Handler]:
+    """Makes a ledger handler of each flavour: every test below runs for both."""
+    base = Ledger if request.param == "sync" else AsyncLedger
+    return lambda aggregate_type, table: _ledger(base, aggregate_type, table)
+
+
+def _ledger(base: type[Handler], aggregate_type: str, table: str) -> Handler:
     handler_class = type(
         "TestLedger",
-        (Ledger,),
+        (base,),
         {"consumer_name": unique("ledger"), "aggregate_types": (aggregate_type,), "table": table},
     )
     handler: Handler = handler_class()
@@ -52,6 +75,7 @@ def test_the_harness_runs_the_real_pipeline_without_kafka(
     db: psycopg.Connection[Any],
     cdcbox_aggregate_type: str,
     batch_mode: bool,
+    ledger: Callable[[str, str], Handler],
 ) -> None:
     table = unique("booked")
     db.execute(
@@ -89,6 +113,7 @@ def test_two_handlers_of_one_event_type_each_apply_it_under_their_own_name(
     db: psycopg.Connection[Any],
     cdcbox_aggregate_type: str,
     batch_mode: bool,
+    ledger: Callable[[str, str], Handler],
 ) -> None:
     """Two services that both want `Booked` run in one process; a third handler of the
     same type on another topic gets nothing from this one."""

@@ -85,7 +85,7 @@ class BatchTransaction:
                             continue
                     to_handle.setdefault(r.consumer, []).append(r)
                 for routed in to_handle.values():
-                    routed[0].handler.handle_batch([r.event for r in routed], conn)
+                    routed[0].handler.invoke_batch([r.event for r in routed], conn)
                     result.applied.extend((r, Outcome.PROCESSED) for r in routed)
                 if not self.stores.versions.advance_many(conn, versions.advanced):
                     raise RuntimeError("another transaction moved a version of this batch")

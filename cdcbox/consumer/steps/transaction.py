@@ -59,7 +59,7 @@ class RecordTransaction:
                 return Outcome.DUPLICATE
             outcome = self.guard.judge(advanced, event.aggregate_version)
             if outcome is None:
-                routed.handler.handle(event, conn)
+                routed.handler.invoke(event, conn)
                 outcome = Outcome.PROCESSED
         else:
             claim = self.stores.inbox.claim(conn, event, name)
@@ -77,7 +77,7 @@ class RecordTransaction:
         stale = self.guard.check(conn, routed.event, routed.consumer)
         if stale is not None:
             return stale
-        routed.handler.handle(routed.event, conn)
+        routed.handler.invoke(routed.event, conn)
         return Outcome.PROCESSED
 
     def release_if_drained(

@@ -1,0 +1,117 @@
+"""Async handlers: `async def handle(event, conn)` with a psycopg `AsyncConnection`.
+
+Guarantee: the same protocol as a sync handler. The `AsyncConnection` an async handler
+gets is a second view of the record's own database session: it wraps the libpq
+connection of the consumer's sync connection, inside the transaction the consumer
+opened. So the handler's statements commit or roll back with the inbox claim, the
+version guard and the outcome mark, exactly as a sync handler's do; `async with
+conn.transaction()` in a handler is a savepoint, as it is in a sync one.
+
+The coroutines run on one event loop of the process, in a thread of its own that lives
+as long as the process: clients a handler binds to its loop (an HTTP session, a pool)
+stay usable from one record to the next, and a consumer started from a thread that
+already runs a loop (an asyncio application, an async test) is not refused. The
+consumer waits for each coroutine before it commits: records are still applied one
+transaction at a time, in partition order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import weakref
+from collections.abc import Coroutine, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import psycopg
+
+from cdcbox.consumer.handler import Handler
+from cdcbox.event import Event
+
+T = TypeVar("T")
+# How long a handler's coroutine may take to finish its cancellation when the consumer's
+# thread is interrupted (it must not touch the session the consumer then rolls back).
+_CANCEL_WAIT_S = 10.0
+
+
+class AsyncHandler(Handler):
+    """Subclass like `Handler`, with `async def handle(self, event, conn)`; `conn` is a
+    `psycopg.AsyncConnection` in the record's transaction (never commit it yourself)."""
+
+    # psycopg's pipeline mode belongs to the sync connection; an async view cannot join it.
+    pipelined: ClassVar[bool] = False
+
+    async def handle(  # type: ignore[override]
+        self, event: Event, conn: psycopg.AsyncConnection[Any]
+    ) -> None:
+        raise NotImplementedError
+
+    async def handle_batch(  # type: ignore[override]
+        self, events: Sequence[Event], conn: psycopg.AsyncConnection[Any]
+    ) -> None:
+        """Batch mode, as `Handler.handle_batch`: override to write in fewer statements."""
+        for event in events:
+            await self.handle(event, conn)
+
+    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        run_on_loop(self.handle(event, async_view(conn)))
+
+    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+        run_on_loop(self.handle_batch(events, async_view(conn)))
+
+
+class _Loop:
+    """The process's event loop for handlers, started on first use."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="cdcbox-async-handlers", daemon=True
+                ).start()
+                cls._loop = loop
+            return cls._loop
+
+
+def run_on_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on the handlers' loop and wait for it; its exception is raised
+    here. If this thread is interrupted while waiting, the coroutine is cancelled and
+    waited for, so it never runs on beside the consumer's rollback."""
+    future = asyncio.run_coroutine_threadsafe(coroutine, _Loop.get())
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        concurrent.futures.wait([future], timeout=_CANCEL_WAIT_S)
+        raise
+
+
+_views: weakref.WeakKeyDictionary[psycopg.Connection[Any], psycopg.AsyncConnection[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_views_lock = threading.Lock()
+
+
+def async_view(conn: psycopg.Connection[Any]) -> psycopg.AsyncConnection[Any]:
+    """The `AsyncConnection` over `conn`'s own libpq connection (one per connection).
+
+    It never prepares statements (the two objects would name them alike), and `conn`
+    keeps its notice and notification handlers. It is closed when `conn` is: never
+    close it, commit it or roll it back yourself.
+    """
+    with _views_lock:
+        view = _views.get(conn)
+        if view is None:
+            pgconn = conn.pgconn
+            notice, notify = pgconn.notice_handler, pgconn.notify_handler
+            view = psycopg.AsyncConnection(pgconn)
+            pgconn.notice_handler, pgconn.notify_handler = notice, notify
+            view.prepare_threshold = None
+            _views[conn] = view
+        return view
