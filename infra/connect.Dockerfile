@@ -6,6 +6,7 @@ ARG KAFKA_VERSION
 ARG DEBEZIUM_VERSION
 ARG LOG4J_VERSION
 ARG SLF4J_VERSION
+ARG JMX_EXPORTER_VERSION
 COPY pom.xml /build/pom.xml
 RUN mvn -B -q -f /build/pom.xml -P debezium \
       -Dkafka.version=${KAFKA_VERSION} -Ddebezium.version=${DEBEZIUM_VERSION} \
@@ -13,6 +14,9 @@ RUN mvn -B -q -f /build/pom.xml -P debezium \
       dependency:copy-dependencies -DincludeScope=runtime \
       -DexcludeGroupIds=org.apache.kafka,org.slf4j \
       -DoutputDirectory=/plugins/debezium-connector-postgres
+RUN mvn -B -q -f /build/pom.xml -P metrics -Djmx.exporter.version=${JMX_EXPORTER_VERSION} \
+      dependency:copy-dependencies -DincludeScope=runtime -DexcludeTransitive=true \
+      -DoutputDirectory=/jmx-exporter
 
 FROM apache/kafka:${KAFKA_VERSION}
 # curl for the compose healthcheck: the apache/kafka image has none (its Dockerfile
@@ -21,5 +25,7 @@ USER root
 RUN apk add --no-cache curl
 USER appuser
 COPY --from=plugins /plugins /opt/plugins
+COPY --from=plugins /jmx-exporter /opt/jmx-exporter
+COPY observability/jmx-exporter.yml /opt/cdcbox/jmx-exporter.yml
 COPY connect-distributed.properties /opt/cdcbox/connect-distributed.properties
 CMD ["/opt/kafka/bin/connect-distributed.sh", "/opt/cdcbox/connect-distributed.properties"]

@@ -15,6 +15,7 @@ from cdcbox.cli.doctor import doctor
 from cdcbox.cli.groups import groups_group
 from cdcbox.cli.inbox import inbox_group
 from cdcbox.cli.kafka_options import kafka_security_options
+from cdcbox.cli.observe import exporter, top
 from cdcbox.cli.offsets import offsets
 from cdcbox.cli.outbox import outbox
 from cdcbox.cli.parked import parked
@@ -95,6 +96,8 @@ for command in (
     parked,
     doctor,
     schemas,
+    top,
+    exporter,
 ):
     cli.add_command(command)
 

@@ -131,9 +131,22 @@ def stack() -> None:
     help="Kafka over SASL_SSL (SCRAM-SHA-512 users) and PostgreSQL with ssl=on, from a "
     "generated CA; `stack env` then prints the clients' CDCBOX_KAFKA_* settings.",
 )
+@click.option(
+    "--with-metrics",
+    is_flag=True,
+    envvar="CDCBOX_STACK_WITH_METRICS",
+    help="Also Prometheus (Debian's package) on port 59090, the pipeline exporter on "
+    "59109 and the JMX exporter in Connect (58180 + i); consumers run with "
+    "--metrics-port 59100..59104 and relays with 59105..59106 are scraped.",
+)
 @handle_errors
 def up(
-    mode: str | None, brokers: str, connect_workers: int, secure: bool, **kwargs: object
+    mode: str | None,
+    brokers: str,
+    connect_workers: int,
+    secure: bool,
+    with_metrics: bool,
+    **kwargs: object,
 ) -> None:
     """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
     config = dataclasses.replace(
@@ -141,6 +154,7 @@ def up(
         brokers=int(brokers),
         connect_workers=connect_workers,
         secure=secure,
+        with_metrics=with_metrics,
     )
     _show_steps()
     endpoints = runner.up(config, mode)  # type: ignore[arg-type]

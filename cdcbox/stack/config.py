@@ -19,6 +19,9 @@ class StackVersions:
     postgres_major: str
     log4j: str
     slf4j: str
+    jmx_exporter: str
+    prometheus: str
+    grafana: str
 
     @classmethod
     def load(cls, path: Path) -> StackVersions:
@@ -38,6 +41,9 @@ class StackVersions:
                 postgres_major=values["POSTGRES_MAJOR"],
                 log4j=values["LOG4J_VERSION"],
                 slf4j=values["SLF4J_VERSION"],
+                jmx_exporter=values["JMX_EXPORTER_VERSION"],
+                prometheus=values["PROMETHEUS_VERSION"],
+                grafana=values["GRAFANA_VERSION"],
             )
         except KeyError as e:
             raise ConfigError(f"{path}: missing {e.args[0]}") from e
@@ -52,6 +58,14 @@ class Ports:
     kafka: int = 59092
     controller: int = 59093
     connect: int = 58083
+    # With --with-metrics: Prometheus, the pipeline exporter, Connect worker j's JMX
+    # exporter on connect_metrics + j, and the ports the stack's Prometheus scrapes for
+    # consumers (run them with --metrics-port 59100 ... 59104) and relays (59105, 59106).
+    prometheus: int = 59090
+    exporter: int = 59109
+    connect_metrics: int = 58180
+    consumer_metrics: tuple[int, ...] = (59100, 59101, 59102, 59103, 59104)
+    relay_metrics: tuple[int, ...] = (59105, 59106)
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,9 @@ class StackConfig:
     # `stack up --secure`: Kafka's listener is SASL_SSL (SCRAM-SHA-512) and PostgreSQL
     # has ssl=on, with a generated CA (cdcbox.stack.tls).
     secure: bool = False
+    # `stack up --with-metrics`: Prometheus (Debian's package), the pipeline exporter and
+    # the JMX exporter agent in every Connect worker (cdcbox.stack.metrics).
+    with_metrics: bool = False
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):

@@ -72,6 +72,7 @@ class NativeConnect(JvmComponent):
         self.config = config
         self.bootstrap = bootstrap
         self.port = config.ports.connect + worker
+        self.metrics_port = config.ports.connect_metrics + worker
         self.name = f"connect-{worker}" if worker else "connect"
         self.root = config.state_dir / self.name
         self.properties = self.root / "connect-distributed.properties"
@@ -106,6 +107,7 @@ class NativeConnect(JvmComponent):
                 self.config.worker_heap_mb,
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(self.properties),
+                java_agent=self._metrics_agent(),
             ),
             log_file=self.log_file,
             pid_file=self.pid_file,
@@ -124,6 +126,15 @@ class NativeConnect(JvmComponent):
                 f"Kafka Connect exited during start-up (log: {self.log_file}):\n"
                 f"{process.tail(self.log_file)}"
             )
+
+    def _metrics_agent(self) -> str | None:
+        """With --with-metrics: the JMX exporter, serving the worker's and Debezium's
+        MBeans on `metrics_port` by the rules both stacks share."""
+        agent = self._layout().jmx_agent
+        if not self.config.with_metrics or agent is None:
+            return None
+        rules = self.config.infra_dir / "observability" / "jmx-exporter.yml"
+        return f"{agent}={self.config.host}:{self.metrics_port}:{rules}"
 
     def _security(self) -> dict[str, str]:
         """With --secure: the worker, its connectors' producers, the consumers of its

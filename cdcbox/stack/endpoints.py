@@ -28,6 +28,7 @@ ENV_NAMES = {
 }
 
 
+PROMETHEUS_ENV = "CDCBOX_PROMETHEUS_URL"
 SECURITY_ENV_PREFIXES = ("CDCBOX_KAFKA_", "CDCBOX_CONNECT_DB_SSL")
 
 
@@ -54,9 +55,13 @@ class Endpoints:
     # More variables for a secured stack: the Kafka clients' CDCBOX_KAFKA_* settings and
     # the connector's CDCBOX_CONNECT_DB_SSLMODE (paths and names only, never a password).
     security_env: dict[str, str] = field(default_factory=dict)
+    # A stack with metrics: its Prometheus (CDCBOX_PROMETHEUS_URL); "" without.
+    prometheus_url: str = ""
 
     def as_env(self) -> dict[str, str]:
         values = {ENV_NAMES[k]: v for k, v in asdict(self).items() if k in ENV_NAMES}
+        if self.prometheus_url:
+            values[PROMETHEUS_ENV] = self.prometheus_url
         return {**values, **self.security_env}
 
     def exports(self) -> str:
@@ -76,4 +81,8 @@ class Endpoints:
         if missing:
             raise ConfigError(f"an external stack needs these variables set: {', '.join(missing)}")
         security = {k: v for k, v in env.items() if k.startswith(SECURITY_ENV_PREFIXES)}
-        return cls(**{k: env[v] for k, v in ENV_NAMES.items()}, security_env=security)
+        return cls(
+            **{k: env[v] for k, v in ENV_NAMES.items()},
+            security_env=security,
+            prometheus_url=env.get(PROMETHEUS_ENV, ""),
+        )

@@ -24,6 +24,7 @@ class JvmLayout:
     java: str
     kafka_classpath: str
     plugin_path: Path
+    jmx_agent: Path | None = None  # resolved only for a stack with metrics
 
 
 def _maven_copy(
@@ -45,6 +46,7 @@ def _maven_copy(
         f"-Ddebezium.version={versions.debezium}",
         f"-Dlog4j.version={versions.log4j}",
         f"-Dslf4j.version={versions.slf4j}",
+        f"-Djmx.exporter.version={versions.jmx_exporter}",
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={staging}",
@@ -80,4 +82,11 @@ def resolve_jars(config: StackConfig) -> JvmLayout:
         ["-DexcludeGroupIds=org.apache.kafka,org.slf4j"],
     )
     (plugins / _MARKER).write_text("")
-    return JvmLayout(java=java, kafka_classpath=f"{kafka_dir}/*", plugin_path=plugins)
+    agent = None
+    if config.with_metrics:
+        agent_dir = config.cache_dir / f"jmx-exporter-{versions.jmx_exporter}"
+        _maven_copy(mvn, pom, "metrics", versions, agent_dir, ["-DexcludeTransitive=true"])
+        agent = agent_dir / f"jmx_prometheus_javaagent-{versions.jmx_exporter}.jar"
+        if not agent.is_file():
+            raise StackError(f"Maven resolved the JMX exporter, but {agent} is missing")
+    return JvmLayout(java, f"{kafka_dir}/*", plugins, agent)

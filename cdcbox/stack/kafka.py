@@ -45,9 +45,18 @@ def write_properties(path: Path, values: dict[str, str]) -> None:
     write_private(path, "".join(f"{k}={v}\n" for k, v in values.items()))
 
 
-def jvm_argv(layout: JvmLayout, infra_dir: Path, heap_mb: int, main: str, *args: str) -> list[str]:
+def jvm_argv(
+    layout: JvmLayout,
+    infra_dir: Path,
+    heap_mb: int,
+    main: str,
+    *args: str,
+    java_agent: str | None = None,
+) -> list[str]:
+    """`java_agent`: a `-javaagent:` argument (jar=options), e.g. the JMX exporter."""
     return [
         layout.java,
+        *([f"-javaagent:{java_agent}"] if java_agent else []),
         f"-Xms{heap_mb // 2}m",
         f"-Xmx{heap_mb}m",
         "-XX:+UseG1GC",

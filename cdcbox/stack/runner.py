@@ -19,6 +19,7 @@ from cdcbox.stack.connect_worker import NativeConnect
 from cdcbox.stack.endpoints import ComponentStatus, Endpoints
 from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
+from cdcbox.stack.metrics import NativeExporter, NativePrometheus
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
 from cdcbox.stack.steps import step
@@ -87,7 +88,15 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
             raise StackError("--secure is native only: the compose file has no secured mode")
         with step("certificates and SCRAM users (openssl; made on the first run only)"):
             StackTls.of(config.state_dir).ensure(config.host)
-    _mode_file(config).write_text(json.dumps({"mode": mode, **shape}) + "\n")
+    if config.with_metrics and mode == "compose":
+        raise StackError(
+            "--with-metrics is native only: with compose, use its `observability` profile"
+        )
+    recorded_metrics = bool(recorded.get("with_metrics", False))
+    with_metrics = config.with_metrics or (recorded_metrics and _running_metrics(config))
+    _mode_file(config).write_text(
+        json.dumps({"mode": mode, **shape, "with_metrics": with_metrics}) + "\n"
+    )
     return secrets
 
 
@@ -121,7 +130,7 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
     for worker in workers:
         with step(f"Kafka Connect {worker.name} with Debezium {config.versions.debezium}"):
             worker.start()
-    return Endpoints(
+    endpoints = Endpoints(
         dsn=postgres.dsn(),
         pgpassfile=str(secrets.pgpass),
         bootstrap_servers=config.bootstrap_servers,
@@ -133,6 +142,15 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
         debezium_password_file=str(secrets.debezium_properties),
         security_env=_security_env(config),
     )
+    if not config.with_metrics:
+        return endpoints
+    with step(f"pipeline exporter on port {config.ports.exporter}"):
+        NativeExporter(config).start(endpoints)
+    prometheus = NativePrometheus(config)
+    version, port = config.versions.prometheus, config.ports.prometheus
+    with step(f"Prometheus {version} (Debian's package) on port {port}"):
+        prometheus.start()
+    return dataclasses.replace(endpoints, prometheus_url=prometheus.url)
 
 
 def _security_env(config: StackConfig) -> dict[str, str]:
@@ -187,7 +205,14 @@ def down(config: StackConfig, purge: bool = False) -> None:
         shutil.rmtree(config.state_dir)
 
 
-def native_components(config: StackConfig) -> list[NativeConnect | NativeKafka | NativePostgres]:
+Component = NativeConnect | NativeKafka | NativePostgres | NativeExporter | NativePrometheus
+
+
+def _running_metrics(config: StackConfig) -> bool:
+    return NativePrometheus(config).running() or NativeExporter(config).running()
+
+
+def native_components(config: StackConfig) -> list[Component]:
     """The native components in stop order, in the shape `up` recorded; built without
     jars (pid files suffice to stop or inspect them)."""
     recorded = _recorded(config)
@@ -200,7 +225,10 @@ def native_components(config: StackConfig) -> list[NativeConnect | NativeKafka |
         NativeConnect(shape, None, shape.bootstrap_servers, w) for w in range(shape.connect_workers)
     ]
     nodes = [NativeKafka(shape, None, n) for n in range(shape.brokers)]
-    return [*workers, *nodes, NativePostgres(shape, _secrets(shape))]
+    metrics: list[Component] = []
+    if recorded.get("with_metrics") or _running_metrics(shape):
+        metrics = [NativePrometheus(shape), NativeExporter(shape)]
+    return [*metrics, *workers, *nodes, NativePostgres(shape, _secrets(shape))]
 
 
 def status(config: StackConfig) -> list[ComponentStatus]:
@@ -211,6 +239,7 @@ def status(config: StackConfig) -> list[ComponentStatus]:
     by_kind = [c for c in components if c.name == "postgres"]
     by_kind += sorted((c for c in components if c.name.startswith("kafka")), key=_order)
     by_kind += sorted((c for c in components if c.name.startswith("connect")), key=_order)
+    by_kind += [c for c in components if c.name in ("exporter", "prometheus")]
     for component in by_kind:
         record = component.pid_record()
         running = record is not None and record.alive()
@@ -219,7 +248,7 @@ def status(config: StackConfig) -> list[ComponentStatus]:
     return result
 
 
-def _order(component: NativeConnect | NativeKafka | NativePostgres) -> tuple[int, str]:
+def _order(component: Component) -> tuple[int, str]:
     return len(component.name), component.name  # kafka, kafka-1, kafka-2
 
 

@@ -82,3 +82,16 @@ def postgres_account() -> pwd.struct_passwd | None:
         return pwd.getpwnam("postgres")
     except KeyError as e:
         raise StackError("no 'postgres' system user: install postgresql-common") from e
+
+
+def ensure_prometheus() -> str:
+    """The path of Debian's `prometheus` binary, installing the package when absent. The
+    package's own service is never started here (no init system runs it); the stack
+    runs the binary itself, with its own configuration."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        _apt_install(["prometheus"])
+        binary = shutil.which("prometheus")
+    if binary is None:
+        raise StackError("prometheus still missing after installing Debian's package")
+    return binary

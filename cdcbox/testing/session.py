@@ -42,6 +42,8 @@ class SessionStack:
             state_dir=root / ".cdcbox" / "pytest-stack",
             cache_dir=Path(os.environ.get("CDCBOX_CACHE_DIR", Path.home() / ".cache" / "cdcbox")),
             infra_dir=resource_dir("infra"),
+            # CDCBOX_STACK_WITH_METRICS=1: a native stack started here has Prometheus too.
+            with_metrics=os.environ.get("CDCBOX_STACK_WITH_METRICS") == "1",
         )
         self.started_native = False
         self._external = external_stack()

@@ -45,6 +45,7 @@ def secured(
         state_dir=tmp_path_factory.mktemp("secured"),
         ports=Ports(postgres=56432, kafka=60092, controller=60093, connect=59083),
         secure=True,
+        with_metrics=False,  # its ports are the session stack's
         kafka_heap_mb=512,
         connect_heap_mb=768,
     )

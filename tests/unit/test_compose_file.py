@@ -6,6 +6,7 @@ been brought up here; the README says so."""
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 import yaml
 
 from cdcbox.resources import resource_dir
-from cdcbox.stack.config import StackVersions
+from cdcbox.stack.config import StackConfig, StackVersions
+from cdcbox.stack.metrics import NativePrometheus
 
 INFRA = resource_dir("infra")
 VERSIONS = StackVersions.load(INFRA / "versions.env")
@@ -111,3 +113,118 @@ def test_the_example_services_name_handlers_that_exist(resolved: dict[str, Any])
         assert (root / (module.replace(".", "/") + ".py")).is_file(), name
         assert hasattr(importlib.import_module(module), attribute), name
         assert "0.0.0.0" in command, f"{name}: metrics reachable from outside"  # noqa: S104
+
+
+@pytest.fixture(scope="module")
+def observability(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The file resolved with the `observability` profile on."""
+    secrets = tmp_path_factory.mktemp("secrets")
+    compose = shutil.which("docker-compose")
+    assert compose is not None
+    argv = [compose, "-p", "cdcbox", "--env-file", str(INFRA / "versions.env")]
+    argv += ["-f", str(INFRA / "docker-compose.yml"), "--profile", "observability", "config"]
+    result = subprocess.run(
+        argv,
+        env={"CDCBOX_SECRETS_DIR": str(secrets), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    config: dict[str, Any] = yaml.safe_load(result.stdout)
+    return config
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Container path → host path of a resolved service's bind mounts (the resolved
+    file spells them `/host/path:/container/path:mode`)."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *_mode = volume.split(":")
+        if source.startswith("/"):
+            mounts[target] = source
+    return mounts
+
+
+def test_observability_runs_the_native_stacks_prometheus_config_and_versions(
+    observability: dict[str, Any], tmp_path: Path
+) -> None:
+    """The compose profile and `stack up --with-metrics` share prometheus.yml and the JMX
+    exporter rules; only the target files differ, and both name the same jobs. Debian's
+    prometheus (the native stack's) is the version the image is pinned to."""
+    services = observability["services"]
+    assert services["prometheus"]["image"] == f"prom/prometheus:v{VERSIONS.prometheus}"
+    assert services["grafana"]["image"] == f"grafana/grafana:{VERSIONS.grafana}"
+    debian = subprocess.run(
+        ["apt-cache", "show", "prometheus"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"\nVersion: {VERSIONS.prometheus}+" in debian
+    mounts = _mounts(services["prometheus"])
+    observability_dir = INFRA / "observability"
+    assert Path(mounts["/etc/prometheus/prometheus.yml"]) == observability_dir / "prometheus.yml"
+    compose_targets = Path(mounts["/etc/prometheus/targets"])
+    assert compose_targets == observability_dir / "targets-compose"
+
+    native = NativePrometheus(StackConfig(state_dir=tmp_path, cache_dir=tmp_path, infra_dir=INFRA))
+    native.write_configuration()
+    scrape = yaml.safe_load((observability_dir / "prometheus.yml").read_text())
+    jobs = {
+        Path(f).name
+        for job in scrape["scrape_configs"]
+        for c in job["file_sd_configs"]
+        for f in c["files"]
+    }
+    assert jobs == {p.name for p in compose_targets.glob("*.yml")}
+    assert jobs == {p.name for p in (native.root / "targets").glob("*.yml")}
+    assert (native.root / "prometheus.yml").read_text() == (
+        observability_dir / "prometheus.yml"
+    ).read_text()
+
+
+def test_observability_targets_name_the_services_and_ports_they_serve(
+    observability: dict[str, Any],
+) -> None:
+    services = observability["services"]
+    targets_dir = INFRA / "observability" / "targets-compose"
+    targets = {
+        p.stem: [t for group in yaml.safe_load(p.read_text()) for t in group["targets"]]
+        for p in targets_dir.glob("*.yml")
+    }
+    consumers = {n for n, s in services.items() if (s.get("command") or [None])[0] == "consume"}
+    # cdcbox-<service>-1:9108, the first container of each example service.
+    assert set(targets["consumer"]) == {f"cdcbox-{name}-1:9108" for name in consumers}
+    assert targets["exporter"] == ["exporter:9109"]
+    assert services["exporter"]["command"][-2:] == ["--metrics-port", "9109"]
+    assert targets["connect"] == ["connect:9404"]
+    agent = services["connect"]["environment"]["KAFKA_OPTS"]
+    assert f"jmx_prometheus_javaagent-{VERSIONS.jmx_exporter}.jar=9404:" in agent
+    dockerfile = (INFRA / "connect.Dockerfile").read_text()
+    assert "COPY observability/jmx-exporter.yml /opt/cdcbox/jmx-exporter.yml" in dockerfile
+    assert agent.endswith(":/opt/cdcbox/jmx-exporter.yml")
+    assert services["connect"]["build"]["args"]["JMX_EXPORTER_VERSION"] == VERSIONS.jmx_exporter
+
+
+def test_grafana_is_provisioned_with_the_dashboard_on_the_prometheus_datasource(
+    observability: dict[str, Any],
+) -> None:
+    """Grafana's and Prometheus's images are busybox/Alpine based: their healthchecks
+    use wget, which both contain; the exporter's image is the cdcbox one (python)."""
+    services = observability["services"]
+    mounts = _mounts(services["grafana"])
+    grafana_dir = INFRA / "observability" / "grafana"
+    assert Path(mounts["/etc/grafana/provisioning"]) == grafana_dir / "provisioning"
+    assert Path(mounts["/var/lib/grafana/dashboards"]) == grafana_dir / "dashboards"
+    provider = yaml.safe_load((grafana_dir / "provisioning/dashboards/cdcbox.yml").read_text())
+    assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
+    source = yaml.safe_load((grafana_dir / "provisioning/datasources/prometheus.yml").read_text())
+    (datasource,) = source["datasources"]
+    assert datasource["url"] == "http://prometheus:9090"
+    dashboard = json.loads((grafana_dir / "dashboards/cdcbox.json").read_text())
+    uids = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]}
+    assert uids == {datasource["uid"]}
+    tests = {n: s["healthcheck"]["test"] for n, s in services.items() if "healthcheck" in s}
+    assert tests["prometheus"][:2] == ["CMD", "wget"]
+    assert tests["grafana"][:2] == ["CMD", "wget"]
+    assert tests["exporter"][:2] == ["CMD", "python"]
+    for name in ("exporter", "prometheus", "grafana"):
+        assert services[name]["profiles"] == ["observability"]

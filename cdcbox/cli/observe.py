@@ -1,0 +1,117 @@
+"""`cdc-ctl top` (a live view of the pipeline) and `cdc-ctl exporter` (the same state
+for Prometheus): shells over `cdcbox.pipeline_state`."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import click
+from rich.console import Console
+from rich.live import Live
+
+from cdcbox.cli.common import Settings, handle_errors, settings, stop_on_signals
+from cdcbox.errors import ConfigError
+from cdcbox.exporter import serve_exporter
+from cdcbox.pipeline_state import Sources, read_state
+from cdcbox.top_view import frame
+
+filter_options = [
+    click.option(
+        "--group",
+        "groups",
+        multiple=True,
+        help="Only consumer groups matching this shell pattern (repeatable) [all].",
+    ),
+    click.option(
+        "--consumer",
+        "consumers",
+        multiple=True,
+        help="Only consumer names matching this shell pattern (repeatable) [all].",
+    ),
+]
+
+
+def _sources(s: Settings, groups: tuple[str, ...], consumers: tuple[str, ...]) -> Sources:
+    """Every service the settings name; at least one must be named."""
+    if not (s.dsn or s.bootstrap_servers or s.connect_url):
+        raise ConfigError(
+            "nothing to read: set CDCBOX_DSN, CDCBOX_BOOTSTRAP_SERVERS or CDCBOX_CONNECT_URL "
+            "(see `cdc-ctl stack env`)"
+        )
+    return Sources(
+        dsn=s.dsn,
+        kafka=s.kafka() if s.bootstrap_servers else None,
+        connect=s.connect_client() if s.connect_url else None,
+        names=s.names,
+        groups=groups,
+        consumers=consumers,
+    )
+
+
+@click.command("top")
+@click.option("--once", is_flag=True, help="Print one frame and exit (rates over --interval).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=1.0,
+    show_default=True,
+    help="Seconds between readings.",
+)
+@filter_options[0]
+@filter_options[1]
+@click.pass_context
+@handle_errors
+def top(
+    ctx: click.Context,
+    once: bool,
+    interval: float,
+    groups: tuple[str, ...],
+    consumers: tuple[str, ...],
+) -> None:
+    """Live view: outbox, slots, connectors, consumers' rates and consumer-group lag."""
+    sources = _sources(settings(ctx), groups, consumers)
+    # Not a terminal (a pipe, a file): wide enough that no column is cut.
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    previous = read_state(sources)
+    if once:
+        time.sleep(interval)  # the two readings a rate needs, `interval` apart
+        console.print(frame(read_state(sources), previous))
+        return
+    stop = threading.Event()
+    stop_on_signals(stop.set)
+    with Live(frame(previous), console=console, auto_refresh=False, screen=False) as live:
+        while not stop.wait(interval):
+            current = read_state(sources)
+            live.update(frame(current, previous), refresh=True)
+            previous = current
+
+
+@click.command("exporter")
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, envvar="CDCBOX_METRICS_HOST"
+)
+@click.option(
+    "--metrics-port", type=int, default=9109, show_default=True, envvar="CDCBOX_EXPORTER_PORT"
+)
+@filter_options[0]
+@filter_options[1]
+@click.pass_context
+@handle_errors
+def exporter(
+    ctx: click.Context,
+    metrics_host: str,
+    metrics_port: int,
+    groups: tuple[str, ...],
+    consumers: tuple[str, ...],
+) -> None:
+    """Serve the pipeline's state (outbox, slots, connectors, inbox, group lag) to
+    Prometheus on /metrics, one fresh reading per scrape, until SIGTERM/SIGINT."""
+    sources = _sources(settings(ctx), groups, consumers)
+    server = serve_exporter(sources, metrics_host, metrics_port)
+    click.echo(f"exporter: serving http://{metrics_host}:{metrics_port}/metrics", err=True)
+    stop = threading.Event()
+    stop_on_signals(stop.set)
+    stop.wait()
+    server.shutdown()

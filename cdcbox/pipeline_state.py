@@ -1,0 +1,197 @@
+"""One reading of the whole pipeline's state: what `cdc-ctl top` draws and what the
+`cdc-ctl exporter` serves to Prometheus.
+
+Guarantee: a reading only reads (no statement writes, no offset moves), and a source
+that cannot be reached is named in `errors` instead of failing the whole reading, so a
+dashboard shows a broker outage as an outage rather than going blank. Every query is
+bounded by an index or by the catalogue (`pg_replication_slots`), except the inbox's
+per-status counts, which scan the inbox: `cdc-ctl inbox purge` keeps it small.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from cdcbox.connect import ConnectClient
+from cdcbox.db import connect
+from cdcbox.errors import CdcboxError
+from cdcbox.kafka_client import Admin, Consumer, KafkaSettings, TopicPartition
+from cdcbox.migrate import recorded_relay_mode
+from cdcbox.names import DbNames
+from cdcbox.slots import SlotStatus, slot_status
+
+
+@dataclass(frozen=True)
+class OutboxState:
+    """`last_id` grows by one per appended event (its rate is the append rate). The
+    rest is the polling relay's backlog, read when the database was migrated for that
+    relay, else None (under CDC rows keep their first status: the CDC backlog is the
+    slot's retained WAL)."""
+
+    last_id: int
+    pending: int | None = None
+    dead: int | None = None
+    oldest_pending_s: float | None = None
+
+
+@dataclass(frozen=True)
+class InboxCount:
+    consumer: str
+    status: str  # PROCESSED, SKIPPED, FAILED (dead-lettered), RECEIVED
+    rows: int
+
+
+@dataclass(frozen=True)
+class ConnectorState:
+    name: str
+    state: str
+    tasks: tuple[str, ...]  # each task's state, by task id
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    group: str
+    topic: str
+    partition: int
+    lag: int
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where to read; a source left None is not read (and not an error)."""
+
+    dsn: str | None = None
+    kafka: KafkaSettings | None = None
+    connect: ConnectClient | None = None
+    names: DbNames = DbNames()
+    # Consumer groups whose lag is read and consumer names whose inbox rows are counted,
+    # as shell patterns (fnmatch); empty: all of them.
+    groups: tuple[str, ...] = ()
+    consumers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PipelineState:
+    taken_at: float
+    outbox: OutboxState | None = None
+    slots: Sequence[SlotStatus] = ()
+    inbox: Sequence[InboxCount] = ()
+    connectors: Sequence[ConnectorState] = ()
+    lags: Sequence[PartitionLag] = ()
+    errors: dict[str, str] = field(default_factory=dict)  # source → why it was not read
+
+
+def read_state(sources: Sources) -> PipelineState:
+    """Read every configured source once; see the module docstring."""
+    errors: dict[str, str] = {}
+    outbox: OutboxState | None = None
+    slots: Sequence[SlotStatus] = ()
+    inbox: Sequence[InboxCount] = ()
+    connectors: Sequence[ConnectorState] = ()
+    lags: Sequence[PartitionLag] = ()
+    if sources.dsn is not None:
+        try:
+            with connect(sources.dsn) as conn:
+                polling = recorded_relay_mode(conn, sources.names) == "polling"
+                outbox = read_outbox(conn, sources.names, polling)
+                inbox = [
+                    c
+                    for c in read_inbox(conn, sources.names)
+                    if matches(c.consumer, sources.consumers)
+                ]
+                slots = slot_status(conn)
+        except (CdcboxError, psycopg.Error) as e:
+            errors["postgres"] = _one_line(e)
+    if sources.connect is not None:
+        try:
+            connectors = read_connectors(sources.connect)
+        except CdcboxError as e:
+            errors["connect"] = _one_line(e)
+    if sources.kafka is not None:
+        try:
+            lags = read_lags(sources.kafka, sources.groups)
+        except CdcboxError as e:
+            errors["kafka"] = _one_line(e)
+    return PipelineState(time.time(), outbox, slots, inbox, connectors, lags, errors)
+
+
+def read_outbox(conn: psycopg.Connection[Any], names: DbNames, polling: bool) -> OutboxState:
+    table = names.table("outbox")
+    if not polling:
+        last = conn.execute(sql.SQL("SELECT coalesce(max(id), 0) FROM {}").format(table))
+        return OutboxState(int(last.fetchone()[0]))  # type: ignore[index]
+    row = conn.execute(
+        sql.SQL(
+            "SELECT (SELECT coalesce(max(id), 0) FROM {t}), "
+            "(SELECT count(*) FROM {t} WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')), "
+            "(SELECT count(*) FROM {t} WHERE status = 'DEAD'), "
+            "(SELECT extract(epoch FROM (now() AT TIME ZONE 'UTC') - min(created_at)) "
+            " FROM {t} WHERE status IN ('PENDING', 'RETRY'))"
+        ).format(t=table)
+    ).fetchone()
+    assert row is not None
+    last_id, pending, dead, oldest = row
+    return OutboxState(
+        int(last_id), int(pending), int(dead), None if oldest is None else float(oldest)
+    )
+
+
+def read_inbox(conn: psycopg.Connection[Any], names: DbNames) -> list[InboxCount]:
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT consumer_name, status, count(*) FROM {} GROUP BY 1, 2 ORDER BY 1, 2"
+        ).format(names.table("inbox"))
+    ).fetchall()
+    return [InboxCount(consumer, status, int(n)) for consumer, status, n in rows]
+
+
+def read_connectors(client: ConnectClient) -> list[ConnectorState]:
+    states = []
+    for name in sorted(client.connectors()):
+        status = client.status(name)
+        if status is None:  # deleted between the two requests
+            continue
+        tasks = sorted(status.get("tasks", []), key=lambda t: int(t.get("id", 0)))
+        states.append(
+            ConnectorState(
+                name,
+                str(status.get("connector", {}).get("state", "UNKNOWN")),
+                tuple(str(t.get("state", "UNKNOWN")) for t in tasks),
+            )
+        )
+    return states
+
+
+def read_lags(kafka: KafkaSettings, patterns: Sequence[str] = ()) -> list[PartitionLag]:
+    """Every matching group's lag per committed partition: one offsets request per group
+    on one admin connection, then one end-offsets request for all their partitions."""
+    with Admin(kafka) as admin:
+        groups = sorted(g for g, _state in admin.list_groups() if matches(g, patterns))
+        committed = {g: admin.group_offsets(g) for g in groups}
+    partitions = sorted({tp for offsets in committed.values() for tp in offsets})
+    if not partitions:
+        return []
+    with Consumer(kafka, group_id=None) as reader:
+        ends: dict[TopicPartition, int] = reader.end_offsets(partitions)
+    return [
+        PartitionLag(group, tp.topic, tp.partition, max(0, ends[tp] - offset))
+        for group, offsets in committed.items()
+        for tp, offset in sorted(offsets.items())
+        if tp in ends
+    ]
+
+
+def matches(name: str, patterns: Sequence[str]) -> bool:
+    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

@@ -1,0 +1,146 @@
+"""`stack up --with-metrics`: Prometheus (Debian's package) scraping the stack, and the
+pipeline exporter (`cdc-ctl exporter`) it scrapes; the Connect workers' JMX exporter
+agent is started with the workers (cdcbox.stack.connect_worker).
+
+Prometheus runs with infra/observability/prometheus.yml, the file the compose
+`observability` profile mounts; this module only writes its target files
+(targets/*.yml, file-based discovery) with the stack's loopback ports. Grafana is not
+started: neither Debian nor PyPI provides it (the compose profile runs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import requests
+import yaml
+
+from cdcbox.errors import StackError
+from cdcbox.stack import process
+from cdcbox.stack.config import StackConfig
+from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.system import ensure_prometheus
+
+
+class _Spawned:
+    """A process of ours tracked by its pid file, ready when `_ready` answers."""
+
+    name: str
+    pid_file: Path
+    log_file: Path
+    url: str
+
+    def pid_record(self) -> process.PidRecord | None:
+        return process.read_pid(self.pid_file)
+
+    def running(self) -> bool:
+        record = self.pid_record()
+        return record is not None and record.alive()
+
+    def stop(self) -> None:
+        record = self.pid_record()
+        if record is not None:
+            process.stop(record, timeout_s=30)
+            self.pid_file.unlink(missing_ok=True)
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
+
+    def _await(self, record: process.PidRecord, timeout_s: float) -> None:
+        if not process.wait_until(lambda: self._ready() or not record.alive(), timeout_s):
+            raise StackError(
+                f"{self.name} did not answer at {self.url} within {timeout_s:.0f} s "
+                f"(log: {self.log_file}):\n{process.tail(self.log_file)}"
+            )
+        if not record.alive():
+            raise StackError(
+                f"{self.name} exited during start-up (log: {self.log_file}):\n"
+                f"{process.tail(self.log_file)}"
+            )
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+class NativeExporter(_Spawned):
+    """`cdc-ctl exporter` for this stack, started with the stack's own environment."""
+
+    name = "exporter"
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.port = config.ports.exporter
+        self.url = f"http://{config.host}:{self.port}/metrics"
+        self.pid_file = config.state_dir / "exporter" / "exporter.pid"
+        self.log_file = config.state_dir / "logs" / "exporter.log"
+
+    def start(self, endpoints: Endpoints) -> None:
+        if self.running():
+            return
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "cdcbox.cli.main", "exporter"]
+        argv += ["--metrics-host", self.config.host, "--metrics-port", str(self.port)]
+        env = {**os.environ, **endpoints.as_env()}
+        record = process.spawn(argv, log_file=self.log_file, pid_file=self.pid_file, env=env)
+        self._await(record, 60)
+
+    def _ready(self) -> bool:
+        return _answers(f"http://{self.config.host}:{self.port}/healthz")
+
+
+class NativePrometheus(_Spawned):
+    """Debian's prometheus with the shared configuration, on the stack's loopback."""
+
+    name = "prometheus"
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.root = config.state_dir / "prometheus"
+        self.url = f"http://{config.host}:{config.ports.prometheus}"
+        self.pid_file = self.root / "prometheus.pid"
+        self.log_file = config.state_dir / "logs" / "prometheus.log"
+
+    def start(self) -> None:
+        if self.running():
+            return
+        binary = ensure_prometheus()
+        self.write_configuration()
+        record = process.spawn(
+            [
+                binary,
+                f"--config.file={self.root / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.root / 'data'}",
+                "--storage.tsdb.retention.time=2d",
+                f"--web.listen-address={self.config.host}:{self.config.ports.prometheus}",
+            ],
+            log_file=self.log_file,
+            pid_file=self.pid_file,
+        )
+        self._await(record, 60)
+
+    def write_configuration(self) -> None:
+        """The shared prometheus.yml, and target files naming this stack's ports."""
+        targets = self.root / "targets"
+        targets.mkdir(parents=True, exist_ok=True)
+        observability = self.config.infra_dir / "observability"
+        shutil.copyfile(observability / "prometheus.yml", self.root / "prometheus.yml")
+        host, ports = self.config.host, self.config.ports
+        workers = range(self.config.connect_workers)
+        jobs = {
+            "consumer": [f"{host}:{p}" for p in ports.consumer_metrics],
+            "relay": [f"{host}:{p}" for p in ports.relay_metrics],
+            "exporter": [f"{host}:{ports.exporter}"],
+            "connect": [f"{host}:{ports.connect_metrics + w}" for w in workers],
+        }
+        for job, addresses in jobs.items():
+            (targets / f"{job}.yml").write_text(yaml.safe_dump([{"targets": addresses}]))
+
+    def _ready(self) -> bool:
+        return _answers(f"{self.url}/-/ready")

@@ -1,0 +1,136 @@
+"""`cdc-ctl top`'s frame: a `PipelineState` (and the one before it, for rates) drawn as
+rich tables — outbox, slots, connectors, consumers, consumer-group lag."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from cdcbox.pipeline_state import PipelineState
+
+# The lag table shows the partitions furthest behind first, at most this many.
+MAX_LAG_ROWS = 12
+
+
+def frame(current: PipelineState, previous: PipelineState | None = None) -> RenderableType:
+    """One frame; rates are per second between `previous` and `current` ("-" without)."""
+    seconds = current.taken_at - previous.taken_at if previous is not None else 0.0
+    parts: list[RenderableType] = [
+        Text(
+            f"cdcbox top — {datetime.fromtimestamp(current.taken_at):%Y-%m-%d %H:%M:%S}",
+            style="bold",
+        )
+    ]
+    for source, why in sorted(current.errors.items()):
+        parts.append(Text(f"{source}: not read ({why})", style="red"))
+    parts += [
+        _outbox(current, previous, seconds),
+        _slots(current),
+        _connectors(current),
+        _consumers(current, previous, seconds),
+        _lags(current),
+    ]
+    return Group(*parts)
+
+
+def _rate(now: int, before: int | None, seconds: float) -> str:
+    if before is None or seconds <= 0:
+        return "-"
+    return f"{max(0, now - before) / seconds:,.1f}"
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def _outbox(current: PipelineState, previous: PipelineState | None, seconds: float) -> Table:
+    table = Table(title="outbox", title_justify="left", expand=False)
+    for column in ("last id", "appended/s", "pending (polling)", "dead", "oldest pending"):
+        table.add_column(column, justify="right")
+    o = current.outbox
+    if o is None:
+        table.add_row("-", "-", "-", "-", "-")
+        return table
+    before = previous.outbox.last_id if previous is not None and previous.outbox else None
+    oldest = "-" if o.oldest_pending_s is None else f"{o.oldest_pending_s:,.1f} s"
+    table.add_row(
+        f"{o.last_id:,}",
+        _rate(o.last_id, before, seconds),
+        _count(o.pending),
+        _count(o.dead),
+        oldest,
+    )
+    return table
+
+
+def _slots(current: PipelineState) -> Table:
+    table = Table(title="replication slots", title_justify="left")
+    table.add_column("slot")
+    table.add_column("active")
+    table.add_column("WAL retained", justify="right")
+    table.add_column("wal_status")
+    for slot in current.slots:
+        table.add_row(
+            slot.name,
+            "yes" if slot.active else Text("no", style="yellow"),
+            f"{slot.retained_bytes / 1_048_576:,.1f} MiB",
+            slot.wal_status or "-",
+        )
+    return table
+
+
+def _connectors(current: PipelineState) -> Table:
+    table = Table(title="connectors", title_justify="left")
+    table.add_column("connector")
+    table.add_column("state")
+    table.add_column("tasks")
+    for c in current.connectors:
+        style = "green" if c.state == "RUNNING" else "red"
+        tasks = ", ".join(f"{i}:{s}" for i, s in enumerate(c.tasks)) or "none"
+        table.add_row(c.name, Text(c.state, style=style), tasks)
+    return table
+
+
+def _consumers(current: PipelineState, previous: PipelineState | None, seconds: float) -> Table:
+    table = Table(title="consumers (inbox)", title_justify="left")
+    table.add_column("consumer")
+    for column in ("processed", "processed/s", "skipped", "dead-lettered", "dead-lettered/s"):
+        table.add_column(column, justify="right")
+    now, before = _by_consumer(current), _by_consumer(previous) if previous else {}
+    for consumer, counts in sorted(now.items()):
+        was = before.get(consumer)
+        table.add_row(
+            consumer,
+            f"{counts['PROCESSED']:,}",
+            _rate(counts["PROCESSED"], was["PROCESSED"] if was else None, seconds),
+            f"{counts['SKIPPED']:,}",
+            f"{counts['FAILED']:,}",
+            _rate(counts["FAILED"], was["FAILED"] if was else None, seconds),
+        )
+    return table
+
+
+def _by_consumer(state: PipelineState) -> dict[str, defaultdict[str, int]]:
+    counts: dict[str, defaultdict[str, int]] = {}
+    for row in state.inbox:
+        counts.setdefault(row.consumer, defaultdict(int))[row.status] = row.rows
+    return counts
+
+
+def _lags(current: PipelineState) -> RenderableType:
+    shown = sorted(current.lags, key=lambda p: (-p.lag, p.group, p.topic, p.partition))
+    table = Table(title="consumer-group lag", title_justify="left")
+    table.add_column("group")
+    table.add_column("topic")
+    table.add_column("partition", justify="right")
+    table.add_column("lag", justify="right")
+    for p in shown[:MAX_LAG_ROWS]:
+        table.add_row(p.group, p.topic, str(p.partition), f"{p.lag:,}")
+    if len(shown) <= MAX_LAG_ROWS:
+        return table
+    note = f"(the {MAX_LAG_ROWS} furthest behind of {len(shown)} partitions)"
+    return Group(table, Text(note, style="dim"))

@@ -1,0 +1,105 @@
+"""The two views of a `PipelineState`: the exporter's metric families and `cdc-ctl top`'s
+frame (pure functions of readings; the readings themselves are read from the real
+stack in tests/e2e/test_metrics.py and test_top.py)."""
+
+from __future__ import annotations
+
+import io
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+from rich.console import Console
+
+from cdcbox.exporter import metrics_of
+from cdcbox.kafka_client import KafkaSettings
+from cdcbox.pipeline_state import (
+    ConnectorState,
+    InboxCount,
+    OutboxState,
+    PartitionLag,
+    PipelineState,
+    Sources,
+)
+from cdcbox.slots import SlotStatus
+from cdcbox.top_view import MAX_LAG_ROWS, frame
+
+SLOT = SlotStatus("cdcbox_outbox", "pgoutput", "logical", True, "0/1", "0/1", 2_097_152, "reserved")
+
+
+def state(taken_at: float, last_id: int, processed: int, **overrides: object) -> PipelineState:
+    values: dict[str, object] = {
+        "outbox": OutboxState(last_id),
+        "slots": [SLOT],
+        "inbox": [
+            InboxCount("inventory", "PROCESSED", processed),
+            InboxCount("inventory", "FAILED", 1),
+        ],
+        "connectors": [ConnectorState("cdcbox-outbox", "RUNNING", ("RUNNING", "FAILED"))],
+        "lags": [PartitionLag("inventory-service", "outbox.event.order", 0, 7)],
+    }
+    values.update(overrides)
+    return PipelineState(taken_at, **values)  # type: ignore[arg-type]
+
+
+def exposition(families: list[Metric]) -> str:
+    class Fixed(Collector):
+        def collect(self) -> list[Metric]:
+            return families
+
+    registry = CollectorRegistry()
+    registry.register(Fixed())
+    return generate_latest(registry).decode()
+
+
+def test_the_exporter_serves_each_reading_and_marks_an_unread_source_down() -> None:
+    sources = Sources(dsn="postgresql://x", kafka=KafkaSettings("k:9092"))
+    text = exposition(metrics_of(state(0, 42, 10, errors={"kafka": "unreachable"}), sources))
+    assert 'cdcbox_source_up{source="postgres"} 1.0' in text
+    assert 'cdcbox_source_up{source="kafka"} 0.0' in text
+    assert 'source="connect"' not in text  # not configured: not reported at all
+    assert "cdcbox_outbox_last_id 42.0" in text
+    assert "cdcbox_outbox_rows" not in text  # a CDC database has no polling backlog
+    assert 'cdcbox_slot_retained_wal_bytes{slot="cdcbox_outbox"} 2.097152e+06' in text
+    assert 'cdcbox_inbox_rows{consumer="inventory",status="FAILED"} 1.0' in text
+    assert (
+        'cdcbox_connector_running{connector="cdcbox-outbox",state="RUNNING",task="-1"} 1.0' in text
+    )
+    assert 'cdcbox_connector_running{connector="cdcbox-outbox",state="FAILED",task="1"} 0.0' in text
+    lag = 'cdcbox_consumer_group_lag{group="inventory-service",partition="0",'
+    assert lag + 'topic="outbox.event.order"} 7.0' in text
+
+
+def test_the_polling_backlog_is_exported_when_it_was_read() -> None:
+    polling = state(0, 5, 0, outbox=OutboxState(5, pending=3, dead=1, oldest_pending_s=9.5))
+    text = exposition(metrics_of(polling, Sources(dsn="postgresql://x")))
+    assert 'cdcbox_outbox_rows{state="pending"} 3.0' in text
+    assert 'cdcbox_outbox_rows{state="dead"} 1.0' in text
+    assert "cdcbox_outbox_oldest_pending_seconds 9.5" in text
+
+
+def render(*states: PipelineState) -> str:
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(frame(*states))
+    return console.export_text()
+
+
+def test_top_shows_rates_between_two_readings_and_dashes_without_one() -> None:
+    first, second = state(100.0, 1_000, 50), state(102.0, 1_200, 90)
+    text = render(second, first)
+    assert "100.0" in text  # (1,200 - 1,000) appended in 2 s
+    assert "20.0" in text  # (90 - 50) processed in 2 s
+    assert "2.0 MiB" in text
+    assert "0:RUNNING, 1:FAILED" in text
+    alone = render(first)
+    outbox_row = next(line for line in alone.splitlines() if "1,000" in line)
+    assert "-" in outbox_row
+
+
+def test_top_names_a_source_it_could_not_read_and_caps_the_lag_table() -> None:
+    lags = [PartitionLag(f"g{i}", "t", 0, i) for i in range(MAX_LAG_ROWS + 5)]
+    text = render(state(0, 1, 1, lags=lags, errors={"connect": "connection refused"}))
+    assert "connect: not read (connection refused)" in text
+    assert f"the {MAX_LAG_ROWS} furthest behind of {MAX_LAG_ROWS + 5} partitions" in text
+    assert f"g{MAX_LAG_ROWS + 4}" in text  # the furthest behind is shown
+    assert " g0 " not in text  # the least behind is not
