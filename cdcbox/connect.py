@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -31,6 +32,15 @@ def check_connector_name(name: str) -> str:
 
 def connector_path(name: str) -> str:
     return quote(check_connector_name(name), safe="")
+
+
+def describe_status(status: dict[str, Any] | None) -> str:
+    """A connector's status in one line: "connector RUNNING, tasks 0:UNASSIGNED"."""
+    if not status:
+        return "not created yet"
+    tasks = sorted(status.get("tasks", []), key=lambda t: int(t.get("id", 0)))
+    listed = ", ".join(f"{t.get('id')}:{t.get('state')}" for t in tasks) or "none yet"
+    return f"connector {status['connector']['state']}, tasks {listed}"
 
 
 class ConnectClient:
@@ -128,15 +138,25 @@ class ConnectClient:
         self._request("DELETE", f"/connectors/{connector_path(name)}/offsets")
 
     def wait_until(
-        self, name: str, reached: str, timeout_s: float, poll_s: float = 0.3
+        self,
+        name: str,
+        reached: str,
+        timeout_s: float,
+        poll_s: float = 0.3,
+        progress: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Poll the status until the connector is `reached` (RUNNING also needs every task
         RUNNING, and a FAILED connector or task then raises at once with its trace; a
-        failed connector being stopped or paused is only waited for)."""
+        failed connector being stopped or paused is only waited for). `progress` hears
+        each state seen on the way, once per change."""
         deadline = time.monotonic() + timeout_s
         last: dict[str, Any] | None = None
+        seen = ""
         while True:
             last = self.status(name)
+            if progress is not None and describe_status(last) != seen:
+                seen = describe_status(last)
+                progress(seen)
             if last:
                 tasks = last.get("tasks", [])
                 failed = [t for t in tasks if t["state"] == "FAILED"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,13 +197,24 @@ class ApplyResult:
     state: str
 
 
-def apply(client: ConnectClient, spec: ConnectorSpec, timeout_s: float = 120) -> ApplyResult:
-    """Validate, diff, upsert when different, then wait until connector and tasks RUN."""
+def apply(
+    client: ConnectClient,
+    spec: ConnectorSpec,
+    timeout_s: float = 120,
+    progress: Callable[[str], None] | None = None,
+) -> ApplyResult:
+    """Validate, diff, upsert when different, then wait until connector and tasks RUN;
+    `progress` hears each step and each state seen while waiting."""
+    say = progress or (lambda _message: None)
+    say(f"validating with the worker's {spec.config.get('connector.class', '?')}")
     validate(client, spec)
     change = diff(client.config(spec.name), spec.config)
     if not change.empty:
+        say(f"writing its config ({len(change.lines())} change(s))")
         client.put_config(spec.name, spec.config)
-    client.wait_until(spec.name, "RUNNING", timeout_s)
+    client.wait_until(
+        spec.name, "RUNNING", timeout_s, progress=lambda state: say(f"waiting for RUNNING: {state}")
+    )
     return ApplyResult(spec.name, change, not change.empty, "RUNNING")
 
 

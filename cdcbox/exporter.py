@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cdcbox.http_metrics import serve
-from cdcbox.pipeline_state import PipelineState, Sources, read_state
+from cdcbox.pipeline_state import OutboxState, PipelineState, Sources, read_state
 
 SOURCES = ("postgres", "kafka", "connect")
 
@@ -42,74 +42,97 @@ def metrics_of(state: PipelineState, sources: Sources) -> list[Metric]:
     for source in SOURCES:
         if configured[source]:
             up.add_metric([source], 0.0 if source in state.errors else 1.0)
-    families: list[Metric] = [up]
-    if state.outbox is not None:
-        o = state.outbox
+    return [
+        up,
+        *_outbox(state.outbox),
+        *_slots(state),
+        *_inbox(state),
+        *_connectors(state),
+        *_lags(state),
+    ]
+
+
+def _outbox(o: OutboxState | None) -> list[Metric]:
+    if o is None:
+        return []
+    families: list[Metric] = [
+        GaugeMetricFamily(
+            "cdcbox_outbox_last_id", "Highest outbox id: its rate is the append rate", o.last_id
+        )
+    ]
+    if o.pending is not None and o.dead is not None:
+        rows = GaugeMetricFamily(
+            "cdcbox_outbox_rows", "Polling relay rows by state", labels=["state"]
+        )
+        rows.add_metric(["pending"], o.pending)
+        rows.add_metric(["dead"], o.dead)
+        families.append(rows)
+    if o.oldest_pending_s is not None:
         families.append(
             GaugeMetricFamily(
-                "cdcbox_outbox_last_id",
-                "Highest outbox id: its rate is the append rate",
-                value=o.last_id,
+                "cdcbox_outbox_oldest_pending_seconds",
+                "Age of the oldest row the polling relay has still to send",
+                o.oldest_pending_s,
             )
         )
-        if o.pending is not None and o.dead is not None:
-            rows = GaugeMetricFamily(
-                "cdcbox_outbox_rows", "Polling relay rows by state", labels=["state"]
-            )
-            rows.add_metric(["pending"], o.pending)
-            rows.add_metric(["dead"], o.dead)
-            families.append(rows)
-        if o.oldest_pending_s is not None:
-            families.append(
-                GaugeMetricFamily(
-                    "cdcbox_outbox_oldest_pending_seconds",
-                    "Age of the oldest row the polling relay has still to send",
-                    value=o.oldest_pending_s,
-                )
-            )
-    if state.outbox is not None or state.slots:
-        retained = GaugeMetricFamily(
-            "cdcbox_slot_retained_wal_bytes", "WAL a replication slot holds", labels=["slot"]
-        )
-        active = GaugeMetricFamily(
-            "cdcbox_slot_active", "1 while a client streams from the slot", labels=["slot"]
-        )
-        for slot in state.slots:
-            retained.add_metric([slot.name], slot.retained_bytes)
-            active.add_metric([slot.name], 1.0 if slot.active else 0.0)
-        families += [retained, active]
-    if state.inbox:
-        inbox = GaugeMetricFamily(
-            "cdcbox_inbox_rows",
-            "Inbox rows by consumer and status (FAILED: dead-lettered)",
-            labels=["consumer", "status"],
-        )
-        for count in state.inbox:
-            inbox.add_metric([count.consumer, count.status], count.rows)
-        families.append(inbox)
-    if state.connectors:
-        running = GaugeMetricFamily(
-            "cdcbox_connector_running",
-            "1 while the connector (task -1) or a task is RUNNING",
-            labels=["connector", "task", "state"],
-        )
-        for c in state.connectors:
-            running.add_metric([c.name, "-1", c.state], 1.0 if c.state == "RUNNING" else 0.0)
-            for task, task_state in enumerate(c.tasks):
-                running.add_metric(
-                    [c.name, str(task), task_state], 1.0 if task_state == "RUNNING" else 0.0
-                )
-        families.append(running)
-    if state.lags:
-        lag = GaugeMetricFamily(
-            "cdcbox_consumer_group_lag",
-            "Records behind the end of the partition, from the group's committed offset",
-            labels=["group", "topic", "partition"],
-        )
-        for p in state.lags:
-            lag.add_metric([p.group, p.topic, str(p.partition)], p.lag)
-        families.append(lag)
     return families
+
+
+def _slots(state: PipelineState) -> list[Metric]:
+    if state.outbox is None and not state.slots:  # PostgreSQL was not read
+        return []
+    retained = GaugeMetricFamily(
+        "cdcbox_slot_retained_wal_bytes", "WAL a replication slot holds", labels=["slot"]
+    )
+    active = GaugeMetricFamily(
+        "cdcbox_slot_active", "1 while a client streams from the slot", labels=["slot"]
+    )
+    for slot in state.slots:
+        retained.add_metric([slot.name], slot.retained_bytes)
+        active.add_metric([slot.name], 1.0 if slot.active else 0.0)
+    return [retained, active]
+
+
+def _inbox(state: PipelineState) -> list[Metric]:
+    if not state.inbox:
+        return []
+    inbox = GaugeMetricFamily(
+        "cdcbox_inbox_rows",
+        "Inbox rows by consumer and status (FAILED: dead-lettered)",
+        labels=["consumer", "status"],
+    )
+    for count in state.inbox:
+        inbox.add_metric([count.consumer, count.status], count.rows)
+    return [inbox]
+
+
+def _connectors(state: PipelineState) -> list[Metric]:
+    if not state.connectors:
+        return []
+    running = GaugeMetricFamily(
+        "cdcbox_connector_running",
+        "1 while the connector (task -1) or a task is RUNNING",
+        labels=["connector", "task", "state"],
+    )
+    for c in state.connectors:
+        running.add_metric([c.name, "-1", c.state], 1.0 if c.state == "RUNNING" else 0.0)
+        for task, task_state in enumerate(c.tasks):
+            is_running = 1.0 if task_state == "RUNNING" else 0.0
+            running.add_metric([c.name, str(task), task_state], is_running)
+    return [running]
+
+
+def _lags(state: PipelineState) -> list[Metric]:
+    if not state.lags:
+        return []
+    lag = GaugeMetricFamily(
+        "cdcbox_consumer_group_lag",
+        "Records behind the end of the partition, from the group's committed offset",
+        labels=["group", "topic", "partition"],
+    )
+    for p in state.lags:
+        lag.add_metric([p.group, p.topic, str(p.partition)], p.lag)
+    return [lag]
 
 
 def serve_exporter(sources: Sources, host: str, port: int) -> ThreadingHTTPServer:

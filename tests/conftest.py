@@ -101,6 +101,8 @@ def native_stack(pytestconfig: pytest.Config, stack: Endpoints) -> StackConfig:
         state_dir=Path(state_dir).resolve(),
         cache_dir=session.config.cache_dir,
         infra_dir=resource_dir("infra"),
+        # A component a fault test restarts comes back as it was: with its metrics agent.
+        with_metrics=bool(os.environ.get("CDCBOX_PROMETHEUS_URL")),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -29,13 +31,23 @@ def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None
     """Validate, diff and upsert connector specs, then wait until they run."""
     connect = settings_of(ctx).connect_client()
     for spec in specs.load_specs(_path(path)):
-        result = specs.apply(connect, spec, timeout_s=timeout)
+        result = specs.apply(connect, spec, timeout_s=timeout, progress=_progress(spec.name))
         if not result.changed:
             click.echo(f"{spec.name}: unchanged ({result.state})")
             continue
         for line in result.diff.lines():
             click.echo(f"  {line}")
         click.echo(f"{spec.name}: applied ({result.state})")
+
+
+def _progress(name: str) -> Callable[[str], None]:
+    """What `apply` is doing for connector `name`, on stderr, with the time so far."""
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        click.echo(f"{name}: {message} ({time.monotonic() - started:.1f}s)", err=True)
+
+    return say
 
 
 @click.command("diff")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -34,7 +35,13 @@ from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 @click.option(
     "--connect-password",
     envvar="CDCBOX_CONNECT_PASSWORD",
-    help="Connect basic-auth password (prefer the environment variable).",
+    help="Connect basic-auth password (prefer the environment variable or a file).",
+)
+@click.option(
+    "--connect-password-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="CDCBOX_CONNECT_PASSWORD_FILE",
+    help="A file holding the Connect basic-auth password (`stack up --secure` makes one).",
 )
 @click.option(
     "--schema",
@@ -62,11 +69,14 @@ def cli(
     connect_url: str | None,
     connect_user: str | None,
     connect_password: str | None,
+    connect_password_file: Path | None,
     schema: str,
     max_payload_bytes: int,
     **kafka_options: Any,
 ) -> None:
     """Operate the cdcbox outbox/inbox pipeline."""
+    if connect_password is None and connect_password_file is not None:
+        connect_password = connect_password_file.read_text().strip()
     auth = (connect_user, connect_password or "") if connect_user else None
     ctx.obj = Settings(
         dsn=dsn,

@@ -19,6 +19,7 @@ class StackVersions:
     postgres_major: str
     log4j: str
     slf4j: str
+    connect_basic_auth: str
     jmx_exporter: str
     prometheus: str
     grafana: str
@@ -41,6 +42,7 @@ class StackVersions:
                 postgres_major=values["POSTGRES_MAJOR"],
                 log4j=values["LOG4J_VERSION"],
                 slf4j=values["SLF4J_VERSION"],
+                connect_basic_auth=values["CONNECT_BASIC_AUTH_VERSION"],
                 jmx_exporter=values["JMX_EXPORTER_VERSION"],
                 prometheus=values["PROMETHEUS_VERSION"],
                 grafana=values["GRAFANA_VERSION"],

@@ -16,6 +16,7 @@ from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
 from cdcbox.stack.kafka import JvmComponent, jvm_argv, write_properties
+from cdcbox.stack.rest_auth import ConnectRestAuth
 from cdcbox.stack.tls import StackTls
 
 DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
@@ -108,6 +109,7 @@ class NativeConnect(JvmComponent):
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(self.properties),
                 java_agent=self._metrics_agent(),
+                system_properties=self._system_properties(),
             ),
             log_file=self.log_file,
             pid_file=self.pid_file,
@@ -136,21 +138,34 @@ class NativeConnect(JvmComponent):
         rules = self.config.infra_dir / "observability" / "jmx-exporter.yml"
         return f"{agent}={self.config.host}:{self.metrics_port}:{rules}"
 
+    def _rest_auth(self) -> ConnectRestAuth:
+        return ConnectRestAuth.of(self.config.state_dir)
+
+    def _system_properties(self) -> dict[str, str]:
+        """With --secure: the JAAS file of the REST API's basic auth."""
+        return self._rest_auth().system_properties() if self.config.secure else {}
+
     def _security(self) -> dict[str, str]:
         """With --secure: the worker, its connectors' producers, the consumers of its
-        internal topics and its admin client all log in as `connect` over SASL_SSL."""
+        internal topics and its admin client all log in as `connect` over SASL_SSL, and
+        the REST API asks for basic auth."""
         if not self.config.secure:
             return {}
+        self._rest_auth().ensure()
         client = StackTls.of(self.config.state_dir).java_client_properties("connect")
         return {
-            f"{prefix}{key}": value
-            for prefix in ("", "producer.", "consumer.", "admin.")
-            for key, value in client.items()
+            **{
+                f"{prefix}{key}": value
+                for prefix in ("", "producer.", "consumer.", "admin.")
+                for key, value in client.items()
+            },
+            **self._rest_auth().worker_properties(),
         }
 
     def lists_debezium(self) -> bool:
         try:
-            response = requests.get(f"{self.url}/connector-plugins", timeout=2)
+            auth = self._rest_auth().credentials() if self.config.secure else None
+            response = requests.get(f"{self.url}/connector-plugins", timeout=2, auth=auth)
         except requests.RequestException:
             return False
         if response.status_code != 200:

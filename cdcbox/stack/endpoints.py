@@ -29,7 +29,12 @@ ENV_NAMES = {
 
 
 PROMETHEUS_ENV = "CDCBOX_PROMETHEUS_URL"
-SECURITY_ENV_PREFIXES = ("CDCBOX_KAFKA_", "CDCBOX_CONNECT_DB_SSL")
+SECURITY_ENV_PREFIXES = (
+    "CDCBOX_KAFKA_",
+    "CDCBOX_CONNECT_DB_SSL",
+    "CDCBOX_CONNECT_USER",
+    "CDCBOX_CONNECT_PASSWORD_FILE",
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +57,9 @@ class Endpoints:
     connect_db_name: str
     connect_db_secrets: str
     debezium_password_file: str
-    # More variables for a secured stack: the Kafka clients' CDCBOX_KAFKA_* settings and
-    # the connector's CDCBOX_CONNECT_DB_SSLMODE (paths and names only, never a password).
+    # More variables for a secured stack: the Kafka clients' CDCBOX_KAFKA_* settings, the
+    # connector's CDCBOX_CONNECT_DB_SSLMODE and Connect's basic-auth user and password
+    # file (paths and names only, never a password).
     security_env: dict[str, str] = field(default_factory=dict)
     # A stack with metrics: its Prometheus (CDCBOX_PROMETHEUS_URL); "" without.
     prometheus_url: str = ""
@@ -63,6 +69,15 @@ class Endpoints:
         if self.prometheus_url:
             values[PROMETHEUS_ENV] = self.prometheus_url
         return {**values, **self.security_env}
+
+    def connect_auth(self) -> tuple[str, str] | None:
+        """Connect's basic-auth credentials on a secured stack (read from the password
+        file `security_env` names), None where its REST API is open."""
+        user = self.security_env.get("CDCBOX_CONNECT_USER")
+        password_file = self.security_env.get("CDCBOX_CONNECT_PASSWORD_FILE")
+        if not user or not password_file:
+            return None
+        return user, Path(password_file).read_text().strip()
 
     def exports(self) -> str:
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.as_env().items())

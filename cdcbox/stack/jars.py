@@ -7,6 +7,9 @@ interrupted one is redone rather than trusted.
 
 from __future__ import annotations
 
+import collections
+import hashlib
+import logging
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -17,6 +20,7 @@ from cdcbox.stack.config import StackConfig, StackVersions
 from cdcbox.stack.system import ensure_java_and_maven
 
 _MARKER = ".complete"
+log = logging.getLogger("cdcbox.stack")
 
 
 @dataclass(frozen=True)
@@ -31,13 +35,14 @@ def _maven_copy(
     mvn: str, pom: Path, profile: str, versions: StackVersions, target: Path, extra: list[str]
 ) -> None:
     if (target / _MARKER).exists():
+        log.info("  %s jars: cached in %s", profile, target)
         return
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     argv = [
         mvn,
         "-B",
-        "-q",
+        "-Dstyle.color=never",
         "-f",
         str(pom),
         "-P",
@@ -47,29 +52,52 @@ def _maven_copy(
         f"-Dlog4j.version={versions.log4j}",
         f"-Dslf4j.version={versions.slf4j}",
         f"-Djmx.exporter.version={versions.jmx_exporter}",
+        f"-Dconnect.basic.auth.version={versions.connect_basic_auth}",
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={staging}",
         *extra,
     ]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise StackError(
-            f"Maven could not resolve the {profile} jars ({' '.join(argv)}):\n"
-            f"{result.stdout[-3000:]}{result.stderr[-2000:]}"
-        )
+    returncode, tail = run_maven(argv, profile)
+    if returncode != 0:
+        raise StackError(f"Maven could not resolve the {profile} jars ({' '.join(argv)}):\n{tail}")
+    jars = list(staging.glob("*.jar"))
+    megabytes = sum(j.stat().st_size for j in jars) / 1_048_576
+    log.info("  %s jars: %d resolved, %.1f MB", profile, len(jars), megabytes)
     (staging / _MARKER).write_text("")
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging.rename(target)
 
 
+def run_maven(argv: list[str], profile: str) -> tuple[int, str]:
+    """Run Maven, summarising its output: every 25 downloaded files are one log line
+    instead of Maven's hundreds. Returns the exit code and the output's tail."""
+    tail: collections.deque[str] = collections.deque(maxlen=60)
+    downloaded = 0
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as maven:
+        assert maven.stdout is not None
+        for line in maven.stdout:
+            tail.append(line)
+            if line.startswith("[INFO] Downloaded from "):
+                downloaded += 1
+                if downloaded % 25 == 0:
+                    log.info("  %s jars: %d files downloaded so far", profile, downloaded)
+    if downloaded:
+        log.info("  %s jars: %d files downloaded", profile, downloaded)
+    return maven.returncode, "".join(tail)
+
+
 def resolve_jars(config: StackConfig) -> JvmLayout:
     java, mvn = ensure_java_and_maven()
     versions = config.versions
     pom = config.infra_dir / "pom.xml"
-    kafka_dir = config.cache_dir / f"kafka-{versions.kafka}-log4j-{versions.log4j}"
-    plugins = config.cache_dir / f"debezium-{versions.debezium}-plugins"
+    # Keyed by the pom's content too: a dependency added to it is resolved, not missed.
+    pom_key = hashlib.sha256(pom.read_bytes()).hexdigest()[:8]
+    kafka_dir = config.cache_dir / f"kafka-{versions.kafka}-log4j-{versions.log4j}-{pom_key}"
+    plugins = config.cache_dir / f"debezium-{versions.debezium}-plugins-{pom_key}"
     _maven_copy(mvn, pom, "kafka", versions, kafka_dir, [])
     # Connect provides its own API, clients and logging to plugins; copies of them in the
     # plugin directory would shadow the worker's classes.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from cdcbox.errors import CdcboxError, StackError
@@ -52,11 +53,14 @@ def jvm_argv(
     main: str,
     *args: str,
     java_agent: str | None = None,
+    system_properties: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """`java_agent`: a `-javaagent:` argument (jar=options), e.g. the JMX exporter."""
+    """`java_agent`: a `-javaagent:` argument (jar=options), e.g. the JMX exporter;
+    `system_properties`: more -D settings."""
     return [
         layout.java,
         *([f"-javaagent:{java_agent}"] if java_agent else []),
+        *(f"-D{k}={v}" for k, v in (system_properties or {}).items()),
         f"-Xms{heap_mb // 2}m",
         f"-Xmx{heap_mb}m",
         "-XX:+UseG1GC",
@@ -70,27 +74,12 @@ def jvm_argv(
     ]
 
 
-class JvmComponent:
+class JvmComponent(process.PidTracked):
     """What the broker and the Connect worker share: a JVM started from the resolved jars,
     tracked by its pid file. Built without jars (layout None) it can still be stopped."""
 
-    pid_file: Path
-
     def __init__(self, layout: JvmLayout | None) -> None:
         self.layout = layout
-
-    def stop(self) -> None:
-        record = self.pid_record()
-        if record is not None:
-            process.stop(record, timeout_s=60)
-            self.pid_file.unlink(missing_ok=True)
-
-    def running(self) -> bool:
-        record = self.pid_record()
-        return record is not None and record.alive()
-
-    def pid_record(self) -> process.PidRecord | None:
-        return process.read_pid(self.pid_file)
 
     def _layout(self) -> JvmLayout:
         if self.layout is None:

@@ -25,26 +25,13 @@ from cdcbox.stack.endpoints import Endpoints
 from cdcbox.stack.system import ensure_prometheus
 
 
-class _Spawned:
+class _Spawned(process.PidTracked):
     """A process of ours tracked by its pid file, ready when `_ready` answers."""
 
     name: str
-    pid_file: Path
     log_file: Path
     url: str
-
-    def pid_record(self) -> process.PidRecord | None:
-        return process.read_pid(self.pid_file)
-
-    def running(self) -> bool:
-        record = self.pid_record()
-        return record is not None and record.alive()
-
-    def stop(self) -> None:
-        record = self.pid_record()
-        if record is not None:
-            process.stop(record, timeout_s=30)
-            self.pid_file.unlink(missing_ok=True)
+    stop_timeout_s = 30
 
     def _ready(self) -> bool:
         raise NotImplementedError

@@ -122,6 +122,27 @@ def stop(record: PidRecord, *, sig: signal.Signals = signal.SIGTERM, timeout_s: 
         raise StackError(f"process {record.pid} survived SIGKILL")
 
 
+class PidTracked:
+    """A process of the stack tracked by its pid file: inspected and stopped by that
+    pid only, whatever else runs on the machine."""
+
+    pid_file: Path
+    stop_timeout_s: float = 60
+
+    def pid_record(self) -> PidRecord | None:
+        return read_pid(self.pid_file)
+
+    def running(self) -> bool:
+        record = self.pid_record()
+        return record is not None and record.alive()
+
+    def stop(self) -> None:
+        record = self.pid_record()
+        if record is not None:
+            stop(record, timeout_s=self.stop_timeout_s)
+            self.pid_file.unlink(missing_ok=True)
+
+
 def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.2) -> bool:
     """Poll `predicate` until it is true or the deadline passes; returns the last answer."""
     deadline = time.monotonic() + timeout_s

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cdcbox.errors import StackError
+from cdcbox.stack import rest_auth
 from cdcbox.stack.compose import ComposeStack, docker_engine_answers
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.connect_worker import NativeConnect
@@ -21,6 +22,7 @@ from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.metrics import NativeExporter, NativePrometheus
 from cdcbox.stack.postgres import NativePostgres
+from cdcbox.stack.rest_auth import ConnectRestAuth
 from cdcbox.stack.secrets import StackSecrets
 from cdcbox.stack.steps import step
 from cdcbox.stack.tls import MECHANISM, StackTls
@@ -166,6 +168,8 @@ def _security_env(config: StackConfig) -> dict[str, str]:
         "CDCBOX_KAFKA_PASSWORD_FILE": str(tls.password_file("cdcbox")),
         "CDCBOX_KAFKA_CA_FILE": str(tls.ca),
         "CDCBOX_CONNECT_DB_SSLMODE": "require",
+        "CDCBOX_CONNECT_USER": rest_auth.USER,
+        "CDCBOX_CONNECT_PASSWORD_FILE": str(ConnectRestAuth.of(config.state_dir).password_file),
     }
 
 

@@ -36,6 +36,12 @@ def _apt_install(packages: list[str]) -> None:
         result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise StackError(f"{' '.join(argv)} failed:\n{result.stderr[-2000:]}")
+    # The install's output (the loop's last command), summarised: what it set up.
+    set_up = [
+        line.split()[2] for line in result.stdout.splitlines() if line.startswith("Setting up ")
+    ]
+    shown = ", ".join(set_up[:12]) + (f" and {len(set_up) - 12} more" if len(set_up) > 12 else "")
+    log.info("  apt-get set up %d package(s): %s", len(set_up), shown or "none")
 
 
 def ensure_java_and_maven() -> tuple[str, str]:

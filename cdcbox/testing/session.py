@@ -75,7 +75,7 @@ class SessionStack:
             os.environ.update(endpoints.as_env())
             _migrate(endpoints.dsn, Path(endpoints.debezium_password_file))
             for spec in load_specs(resource_dir("connectors"), env=dict(os.environ)):
-                apply(ConnectClient(endpoints.connect_url), spec)
+                apply(ConnectClient(endpoints.connect_url, auth=endpoints.connect_auth()), spec)
             self._endpoints, self._dsn = endpoints, endpoints.dsn
         return self._endpoints
 

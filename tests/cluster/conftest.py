@@ -33,16 +33,16 @@ CLUSTER = StackConfig(
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[tuple[StackConfig, Endpoints]]:
-    started = runner.up(CLUSTER, "native")
-    # This process's PGPASSFILE is the session stack's: name the cluster's in its DSN.
-    endpoints = dataclasses.replace(
-        started, dsn=make_conninfo(started.dsn, passfile=started.pgpassfile)
-    )
-    try:
+    try:  # `down` also when `up` fails midway: what it started must not outlive the tests
+        started = runner.up(CLUSTER, "native")
+        # This process's PGPASSFILE is the session stack's: name the cluster's in its DSN.
+        endpoints = dataclasses.replace(
+            started, dsn=make_conninfo(started.dsn, passfile=started.pgpassfile)
+        )
         _migrate(endpoints.dsn, Path(endpoints.debezium_password_file))
         env = {**os.environ, **endpoints.as_env()}
         for spec in load_specs(resource_dir("connectors"), env=env):
-            apply(ConnectClient(endpoints.connect_url), spec)
+            apply(ConnectClient(endpoints.connect_url, auth=endpoints.connect_auth()), spec)
         yield CLUSTER, endpoints
     finally:
         runner.down(CLUSTER)

@@ -31,9 +31,15 @@ def test_apply_twice_changes_nothing_the_second_time(
     live = connect_client.config(name)
     assert live is not None and live["slot.name"] == name.replace("-", "_")
 
+    # stderr says what apply is doing, with the states it waited through.
+    progress = first.stderr.splitlines()
+    assert progress[0].startswith(f"{name}: validating with the worker's ")
+    assert any(line.startswith(f"{name}: writing its config (") for line in progress)
+    assert "waiting for RUNNING: connector RUNNING, tasks 0:RUNNING (" in progress[-1]
+
     second = runner.invoke(cli, ["apply", str(path)], catch_exceptions=False)
     assert second.exit_code == 0, second.output
-    assert second.output.strip() == f"{name}: unchanged (RUNNING)"
+    assert second.stdout.strip() == f"{name}: unchanged (RUNNING)"
     assert connect_client.config(name) == live
 
 

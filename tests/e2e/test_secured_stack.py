@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import requests
 
 from cdcbox.connect import ConnectClient
 from cdcbox.connectors import apply, load_specs
@@ -49,8 +51,8 @@ def secured(
         kafka_heap_mb=512,
         connect_heap_mb=768,
     )
-    endpoints = runner.up(config, "native")
-    try:
+    try:  # `down` also when `up` fails midway: what it started must not outlive the test
+        endpoints = runner.up(config, "native")
         env = {**os.environ, **endpoints.as_env()}
         with psycopg.connect(endpoints.dsn, passfile=endpoints.pgpassfile) as conn:
             migrate(
@@ -58,7 +60,7 @@ def secured(
                 debezium_password=read_password_properties(Path(endpoints.debezium_password_file)),
             )
         for spec in load_specs(resource_dir("connectors"), env=env):
-            apply(ConnectClient(endpoints.connect_url), spec)
+            apply(ConnectClient(endpoints.connect_url, auth=endpoints.connect_auth()), spec)
         yield config, endpoints
     finally:
         runner.down(config, purge=True)
@@ -73,7 +75,9 @@ def test_an_event_flows_through_sasl_ssl_and_tls_to_postgres(
 ) -> None:
     config, endpoints = secured
     tls = StackTls.of(config.state_dir)
-    connector = ConnectClient(endpoints.connect_url).config("cdcbox-outbox")
+    connector = ConnectClient(endpoints.connect_url, auth=endpoints.connect_auth()).config(
+        "cdcbox-outbox"
+    )
     assert connector is not None and connector["database.sslmode"] == "require"
     assert tls.password("connect") not in str(connector)  # the worker holds it, not REST
     aggregate_type = unique("secured")
@@ -133,3 +137,35 @@ def test_a_client_without_the_right_credentials_is_refused(
         admin.list_topics()
     with Admin(kafka(config, right)) as admin:  # the right one, for contrast
         assert admin.list_topics() is not None
+
+
+def test_connects_rest_api_asks_for_basic_auth_and_cdc_ctl_passes_it(
+    secured: tuple[StackConfig, Endpoints],
+) -> None:
+    """The worker enforces basic auth (Connect's BasicAuthSecurityRestExtension): no
+    credentials or a wrong password get 401; `cdc-ctl` logs in with the user and the
+    password file `stack env` names, and never prints the password."""
+    _, endpoints = secured
+    credentials = endpoints.connect_auth()
+    assert credentials is not None
+    user, password = credentials
+    url = endpoints.connect_url + "/connectors"
+    assert requests.get(url, timeout=10).status_code == 401
+    assert requests.get(url, auth=(user, "not-the-password"), timeout=10).status_code == 401
+    assert requests.get(url, auth=credentials, timeout=10).json() == ["cdcbox-outbox"]
+    assert password not in endpoints.exports()
+
+    env = {**os.environ, **endpoints.as_env()}
+    env.pop("CDCBOX_CONNECT_PASSWORD", None)
+    listed = subprocess.run(
+        ["cdc-ctl", "connectors", "list"], env=env, capture_output=True, text=True, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "cdcbox-outbox" in listed.stdout
+    assert password not in listed.stdout + listed.stderr
+    del env["CDCBOX_CONNECT_PASSWORD_FILE"]
+    refused = subprocess.run(
+        ["cdc-ctl", "connectors", "list"], env=env, capture_output=True, text=True, check=False
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "HTTP 401" in refused.stderr

@@ -51,4 +51,6 @@ def test_stack_up_reports_each_step_with_its_time(native_stack: StackConfig) -> 
         begun = [s for s in steps if component in s and s.endswith("...")]
         ended = [s for s in steps if component in s and ": done in " in s]
         assert begun and ended, f"{component}: {steps}"
+    # Maven's part, summarised: the session's stack resolved the jars, so they are cached.
+    assert any(s.startswith("stack:   kafka jars: cached in ") for s in steps), steps
     assert "CDCBOX_DSN" in result.stdout  # the exports still go to stdout
