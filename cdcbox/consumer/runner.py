@@ -100,8 +100,12 @@ class Consumer:
 
     def assigned(self) -> bool:
         """True once the group gave this consumer partitions (for callers that wait)."""
+        return bool(self.assignment())
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions the group gives this consumer now (empty before it joined)."""
         kafka = self._kafka
-        return kafka is not None and bool(kafka.assignment())
+        return set(kafka.assignment()) if kafka is not None else set()
 
     def stop(self) -> None:
         """Ask the loop to finish the in-flight batch, commit and return (signal-safe)."""

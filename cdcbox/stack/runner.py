@@ -114,6 +114,10 @@ def postgres_up(config: StackConfig) -> tuple[str, str]:
 
 
 def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
+    if not config.with_metrics and _running_metrics(config):
+        # Started with metrics before and they still run: keep them (a restarted Connect
+        # gets its agent back) and say where Prometheus is.
+        config = dataclasses.replace(config, with_metrics=True)
     postgres = NativePostgres(config, secrets)
     with step(f"PostgreSQL {config.versions.postgres_major} on port {config.ports.postgres}"):
         postgres.start()

@@ -21,6 +21,7 @@ from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
 OUTBOX = Outbox()
+PARTITIONS = 3  # of each outbox topic on the test stack
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
 
 
@@ -251,6 +252,13 @@ def test_a_member_reloads_the_parked_set_when_partitions_are_assigned(
         # ... then joins and leaves the group: this member's partitions are reassigned.
         with run_consumer([handler], group=consumer, **slow_refresh) as other:
             eventually(other.consumer.assigned, what="the second member assigned")
+        # The group hands the departed member's partitions back (at once when its leave
+        # reaches the coordinator, after its session timeout when it does not).
+        eventually(
+            lambda: len(member.consumer.assignment()) == PARTITIONS,
+            timeout=90,
+            what="the first member owning every partition again",
+        )
         write(stack.dsn, [NewEvent(aggregate_type, "held", "Created", {}, aggregate_version=2)])
         eventually(lambda: member.stats[Outcome.PARKED] == 1, what="v2 parked, not applied")
     with psycopg.connect(stack.dsn) as conn:

@@ -54,3 +54,5 @@ def test_stack_up_reports_each_step_with_its_time(native_stack: StackConfig) -> 
     # Maven's part, summarised: the session's stack resolved the jars, so they are cached.
     assert any(s.startswith("stack:   kafka jars: cached in ") for s in steps), steps
     assert "CDCBOX_DSN" in result.stdout  # the exports still go to stdout
+    if native_stack.with_metrics:  # kept by an `up` without --with-metrics, and named
+        assert "CDCBOX_PROMETHEUS_URL=" in result.stdout
