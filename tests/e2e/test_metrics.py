@@ -75,6 +75,15 @@ def test_prometheus_scrapes_a_consumer_debezium_and_the_exporter(
             timeout=30,
             what="the consumer's processed count in Prometheus",
         )
+        # The dashboard's consumer panels, as written, find this consumer's series: its
+        # processed rate and handler latency (it saw no duplicate, so that one is empty).
+        shown = panel_queries("Processed and duplicates skipped /s")[:1]
+        for expr in shown + panel_queries("Handler latency"):
+            eventually(
+                lambda expr=expr: consumer in consumers_in(prometheus, expr),
+                timeout=30,
+                what=f"{consumer} in the dashboard's {expr}",
+            )
     eventually(
         lambda: (value(prometheus, seen) or 0.0) >= before + EVENTS,
         timeout=30,
@@ -87,6 +96,16 @@ def test_prometheus_scrapes_a_consumer_debezium_and_the_exporter(
     running = 'cdcbox_connector_running{connector="cdcbox-outbox",task="0"}'
     assert value(prometheus, running) == 1
     assert value(prometheus, 'cdcbox_slot_retained_wal_bytes{slot="cdcbox_outbox"}') is not None
+
+
+def consumers_in(prometheus: str, expr: str) -> set[str]:
+    return {r["metric"].get("consumer", "") for r in query(prometheus, expr)}
+
+
+def panel_queries(title: str) -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["title"] == title]
+    return [t["expr"] for t in panel["targets"]]
 
 
 def test_every_dashboard_query_runs_and_the_stacks_panels_have_data(prometheus: str) -> None:
