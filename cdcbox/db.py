@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.pq import TransactionStatus
 
 from cdcbox.errors import ConfigError, ServiceUnavailable
@@ -80,9 +81,26 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
             yield
             conn.execute("COMMIT")
     except BaseException:
-        if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
-            conn.execute("ROLLBACK")
+        _end_failed_pipeline(conn)
         raise
+
+
+def _end_failed_pipeline(conn: psycopg.Connection[Any]) -> None:
+    """After a pipelined transaction failed: roll it back, or close the connection when
+    it cannot be trusted. A session terminated while a pipeline awaited its results can
+    leave libpq in pipeline mode on a connection psycopg does not call broken; every
+    later statement would fail on it, so it is closed, and `Reconnecting` opens another
+    (the server rolls back what was open)."""
+    if conn.closed:
+        return
+    if conn.broken or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        conn.close()
+        return
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            conn.close()
 
 
 def durability_barrier(conn: psycopg.Connection[Any]) -> None:

@@ -732,6 +732,49 @@ def test_the_durability_barrier_flushes_every_asynchronous_commit_before_it(
     source.close()
 
 
+def test_a_session_terminated_during_barriers_never_leaves_a_stuck_connection(
+    database: str,
+) -> None:
+    """The consumer's session is terminated, again and again, while it runs durability
+    barriers (pipelined transactions). A termination that lands while a pipeline waits
+    for its results left libpq in pipeline mode on a connection psycopg did not call
+    broken: every later statement failed ("PQsendQuery not allowed in pipeline mode")
+    and the consumer died of it (the fault suite's walsender + sessions scenario). Each
+    failure must leave `Reconnecting` a connection that works, or none."""
+    source = Reconnecting(database, synchronous_commit=False)
+    sessions: list[int] = []  # the backend pid of each barrier's session
+    stop = threading.Event()
+
+    def terminate_repeatedly() -> None:
+        with psycopg.connect(database, autocommit=True) as killer:
+            while not stop.wait(0.003):
+                if sessions:
+                    killer.execute("SELECT pg_terminate_backend(%s)", (sessions[-1],))
+
+    killer = threading.Thread(target=terminate_repeatedly, daemon=True)
+    killer.start()
+    failures: list[tuple[str, bool]] = []  # (error, left in pipeline mode and open)
+    try:
+        for _ in range(1500):
+            conn = source()
+            sessions.append(conn.info.backend_pid)
+            try:
+                durability_barrier(conn)
+            except psycopg.Error as e:
+                still_in_pipeline = not conn.closed and (
+                    conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+                )
+                failures.append((str(e).splitlines()[0], still_in_pipeline))
+    finally:
+        stop.set()
+        killer.join(timeout=10)
+    assert failures, "no termination landed: the test proved nothing"
+    stuck = [error for error, left_in_pipeline in failures if left_in_pipeline]
+    assert not stuck, f"{len(stuck)} of {len(failures)} failures left it stuck: {stuck[:3]}"
+    assert source().execute("SELECT 1").fetchone() == (1,)
+    source.close()
+
+
 class PipelinedWriter(Handler):
     """A write-only handler that lets the record's statements travel in a pipeline; its
     write fails for an aggregate named '…-bad' (a CHECK), which surfaces only at COMMIT."""
