@@ -126,7 +126,8 @@ def read_outbox(conn: psycopg.Connection[Any], names: DbNames, polling: bool) ->
     table = names.table("outbox")
     if not polling:
         last = conn.execute(sql.SQL("SELECT coalesce(max(id), 0) FROM {}").format(table))
-        return OutboxState(int(last.fetchone()[0]))  # type: ignore[index]
+        (last_id,) = last.fetchone() or (0,)
+        return OutboxState(int(last_id))
     row = conn.execute(
         sql.SQL(
             "SELECT (SELECT coalesce(max(id), 0) FROM {t}), "

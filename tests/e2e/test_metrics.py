@@ -31,10 +31,8 @@ EVENTS = 5
 @pytest.fixture
 def prometheus(stack: Endpoints) -> str:
     if not stack.prometheus_url:
-        reason = "the stack runs no Prometheus: start it with `cdc-ctl stack up --with-metrics`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)  # in CI nothing may skip
-        pytest.skip(reason)
+        # In CI this skip is a failure (tests/conftest.py's pytest_runtest_makereport).
+        pytest.skip("the stack runs no Prometheus: start it with `cdc-ctl stack up --with-metrics`")
     return stack.prometheus_url
 
 

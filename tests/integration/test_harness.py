@@ -69,6 +69,15 @@ def _ledger(base: type[Handler], aggregate_type: str, table: str) -> Handler:
     return handler
 
 
+def ledger_table(db: psycopg.Connection[Any]) -> str:
+    """A new table for a ledger handler to append to; its name."""
+    table = unique("booked")
+    db.execute(
+        sql.SQL("CREATE TABLE {} (account text, version bigint)").format(sql.Identifier(table))
+    )
+    return table
+
+
 @pytest.mark.parametrize("batch_mode", [False, True], ids=["per-record", "batch"])
 def test_the_harness_runs_the_real_pipeline_without_kafka(
     cdcbox_harness: Callable[..., Harness],
@@ -77,10 +86,7 @@ def test_the_harness_runs_the_real_pipeline_without_kafka(
     batch_mode: bool,
     ledger: Callable[[str, str], Handler],
 ) -> None:
-    table = unique("booked")
-    db.execute(
-        sql.SQL("CREATE TABLE {} (account text, version bigint)").format(sql.Identifier(table))
-    )
+    table = ledger_table(db)
     handler = ledger(cdcbox_aggregate_type, table)
     harness = cdcbox_harness([handler], batch_mode=batch_mode)
     event = lambda account, v, **p: NewEvent(  # noqa: E731
@@ -117,11 +123,7 @@ def test_two_handlers_of_one_event_type_each_apply_it_under_their_own_name(
 ) -> None:
     """Two services that both want `Booked` run in one process; a third handler of the
     same type on another topic gets nothing from this one."""
-    tables = [unique("booked") for _ in range(3)]
-    for table in tables:
-        db.execute(
-            sql.SQL("CREATE TABLE {} (account text, version bigint)").format(sql.Identifier(table))
-        )
+    tables = [ledger_table(db) for _ in range(3)]
     first, second = (ledger(cdcbox_aggregate_type, t) for t in tables[:2])
     elsewhere = ledger(cdcbox_aggregate_type + "x", tables[2])
     harness = cdcbox_harness([first, second, elsewhere], batch_mode=batch_mode)
