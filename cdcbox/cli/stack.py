@@ -137,7 +137,7 @@ def stack() -> None:
     envvar="CDCBOX_STACK_WITH_METRICS",
     help="Also Prometheus (Debian's package) on port 59090, the pipeline exporter on "
     "59109 and the JMX exporter in Connect (58180 + i); consumers run with "
-    "--metrics-port 59100..59104 and relays with 59105..59106 are scraped.",
+    "--metrics-port 29100..29104 and relays with 29105..29106 are scraped.",
 )
 @handle_errors
 def up(

@@ -62,12 +62,15 @@ class Ports:
     connect: int = 58083
     # With --with-metrics: Prometheus, the pipeline exporter, Connect worker j's JMX
     # exporter on connect_metrics + j, and the ports the stack's Prometheus scrapes for
-    # consumers (run them with --metrics-port 59100 ... 59104) and relays (59105, 59106).
+    # consumers (run them with --metrics-port 29100 ... 29104) and relays (29105, 29106).
     prometheus: int = 59090
     exporter: int = 59109
     connect_metrics: int = 58180
-    consumer_metrics: tuple[int, ...] = (59100, 59101, 59102, 59103, 59104)
-    relay_metrics: tuple[int, ...] = (59105, 59106)
+    # These two lists lie below Linux's ephemeral range (32768-60999): a service binds its
+    # port long after the stack started, and a client socket's local port must not have
+    # taken it first (it happened: "Address already in use").
+    consumer_metrics: tuple[int, ...] = (29100, 29101, 29102, 29103, 29104)
+    relay_metrics: tuple[int, ...] = (29105, 29106)
 
 
 @dataclass(frozen=True)

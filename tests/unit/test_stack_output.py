@@ -1,6 +1,6 @@
-"""`stack up`'s summaries of Maven's output: a line per 25 files downloaded, then the
-total, instead of Maven's hundreds of lines (a stand-in process prints what Maven
-prints; the real resolution runs in every e2e session)."""
+"""The native stack's small mechanics: `stack up`'s summaries of Maven's output (a line
+per 25 files downloaded, then the total; a stand-in process prints what Maven prints,
+the real resolution runs in every e2e session), and which ports it hands out."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cdcbox.stack.config import Ports
 from cdcbox.stack.jars import run_maven
 
 pytestmark = pytest.mark.unit
@@ -46,3 +47,12 @@ def test_a_failed_maven_run_keeps_the_end_of_its_output(tmp_path: Path) -> None:
     assert code == 1
     assert "[ERROR] Could not resolve dependencies" in tail
     assert "line 0\n" not in tail  # only the tail is kept
+
+
+def test_the_ports_services_bind_late_lie_outside_the_ephemeral_range() -> None:
+    """A consumer or relay binds its metrics port long after the stack started; inside
+    the kernel's ephemeral range a client socket's local port may hold it already (the
+    e2e metrics test once failed with "Address already in use" on 59100)."""
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    late = (*Ports().consumer_metrics, *Ports().relay_metrics)
+    assert not [p for p in late if low <= p <= high], (low, high, late)
