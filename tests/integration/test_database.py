@@ -771,7 +771,13 @@ def test_a_session_terminated_during_barriers_never_leaves_a_stuck_connection(
     assert failures, "no termination landed: the test proved nothing"
     stuck = [error for error, left_in_pipeline in failures if left_in_pipeline]
     assert not stuck, f"{len(stuck)} of {len(failures)} failures left it stuck: {stuck[:3]}"
-    assert source().execute("SELECT 1").fetchone() == (1,)
+    try:
+        answer = source().execute("SELECT 1").fetchone()
+    except psycopg.OperationalError:
+        # The killer's last termination may land after the last barrier: the client learns
+        # of it at its next statement, as the consumer does, and must then get a new session.
+        answer = source().execute("SELECT 1").fetchone()
+    assert answer == (1,)
     source.close()
 
 
