@@ -34,11 +34,16 @@ def connector_path(name: str) -> str:
     return quote(check_connector_name(name), safe="")
 
 
+def tasks_by_id(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """A connector status's tasks in task-id order (Connect lists them in any order)."""
+    return sorted(status.get("tasks", []), key=lambda t: int(t.get("id", 0)))
+
+
 def describe_status(status: dict[str, Any] | None) -> str:
     """A connector's status in one line: "connector RUNNING, tasks 0:UNASSIGNED"."""
     if not status:
         return "not created yet"
-    tasks = sorted(status.get("tasks", []), key=lambda t: int(t.get("id", 0)))
+    tasks = tasks_by_id(status)
     listed = ", ".join(f"{t.get('id')}:{t.get('state')}" for t in tasks) or "none yet"
     return f"connector {status['connector']['state']}, tasks {listed}"
 
@@ -154,8 +159,8 @@ class ConnectClient:
         seen = ""
         while True:
             last = self.status(name)
-            if progress is not None and describe_status(last) != seen:
-                seen = describe_status(last)
+            if progress is not None and (described := describe_status(last)) != seen:
+                seen = described
                 progress(seen)
             if last:
                 tasks = last.get("tasks", [])

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from cdcbox.connect import ConnectClient
+from cdcbox.connect import ConnectClient, tasks_by_id
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError
 from cdcbox.kafka_client import Admin, Consumer, KafkaSettings, TopicPartition
@@ -159,7 +159,7 @@ def read_connectors(client: ConnectClient) -> list[ConnectorState]:
         status = client.status(name)
         if status is None:  # deleted between the two requests
             continue
-        tasks = sorted(status.get("tasks", []), key=lambda t: int(t.get("id", 0)))
+        tasks = tasks_by_id(status)
         states.append(
             ConnectorState(
                 name,

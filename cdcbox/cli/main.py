@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from cdcbox.cli.common import Settings
+from cdcbox.cli.common import Settings, handle_errors
 from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
 from cdcbox.cli.consume import consume
 from cdcbox.cli.db import db
@@ -24,6 +24,7 @@ from cdcbox.cli.relay import relay
 from cdcbox.cli.schemas import schemas
 from cdcbox.cli.slot import slot
 from cdcbox.cli.stack import stack
+from cdcbox.kafka_security import Secret
 from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 
 
@@ -61,6 +62,7 @@ from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 @kafka_security_options
 @click.version_option(package_name="cdcbox")
 @click.pass_context
+@handle_errors
 def cli(
     ctx: click.Context,
     /,
@@ -76,7 +78,7 @@ def cli(
 ) -> None:
     """Operate the cdcbox outbox/inbox pipeline."""
     if connect_password is None and connect_password_file is not None:
-        connect_password = connect_password_file.read_text().strip()
+        connect_password = Secret.from_file(connect_password_file, "--connect-password-file").value
     auth = (connect_user, connect_password or "") if connect_user else None
     ctx.obj = Settings(
         dsn=dsn,

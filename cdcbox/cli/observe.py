@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import click
 from rich.console import Console
@@ -17,20 +19,21 @@ from cdcbox.exporter import serve_exporter
 from cdcbox.pipeline_state import Sources, read_state
 from cdcbox.top_view import frame
 
-filter_options = [
-    click.option(
-        "--group",
-        "groups",
-        multiple=True,
-        help="Only consumer groups matching this shell pattern (repeatable) [all].",
-    ),
-    click.option(
+
+def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--group` and `--consumer`, the filters `top` and `exporter` share."""
+    command = click.option(
         "--consumer",
         "consumers",
         multiple=True,
         help="Only consumer names matching this shell pattern (repeatable) [all].",
-    ),
-]
+    )(command)
+    return click.option(
+        "--group",
+        "groups",
+        multiple=True,
+        help="Only consumer groups matching this shell pattern (repeatable) [all].",
+    )(command)
 
 
 def _sources(s: Settings, groups: tuple[str, ...], consumers: tuple[str, ...]) -> Sources:
@@ -59,8 +62,7 @@ def _sources(s: Settings, groups: tuple[str, ...], consumers: tuple[str, ...]) -
     show_default=True,
     help="Seconds between readings.",
 )
-@filter_options[0]
-@filter_options[1]
+@filter_options
 @click.pass_context
 @handle_errors
 def top(
@@ -95,8 +97,7 @@ def top(
 @click.option(
     "--metrics-port", type=int, default=9109, show_default=True, envvar="CDCBOX_EXPORTER_PORT"
 )
-@filter_options[0]
-@filter_options[1]
+@filter_options
 @click.pass_context
 @handle_errors
 def exporter(

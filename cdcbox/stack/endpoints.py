@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cdcbox.errors import ConfigError
+from cdcbox.kafka_security import Secret
 
 ENV_NAMES = {
     "dsn": "CDCBOX_DSN",
@@ -77,7 +78,7 @@ class Endpoints:
         password_file = self.security_env.get("CDCBOX_CONNECT_PASSWORD_FILE")
         if not user or not password_file:
             return None
-        return user, Path(password_file).read_text().strip()
+        return user, Secret.from_file(Path(password_file), "CDCBOX_CONNECT_PASSWORD_FILE").value
 
     def exports(self) -> str:
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.as_env().items())

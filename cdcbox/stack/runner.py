@@ -56,6 +56,8 @@ def up(config: StackConfig, mode: Mode | None = None) -> Endpoints:
             "the compose file runs one broker and one Connect worker: the cluster shape "
             "(--brokers, --connect-workers) is native only"
         )
+    if mode == "native":
+        config = _keeping_running_metrics(config)
     secrets = _prepare(config, mode)
     if mode == "compose":
         with step("docker compose up (images are built on the first run)"):
@@ -94,10 +96,8 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
         raise StackError(
             "--with-metrics is native only: with compose, use its `observability` profile"
         )
-    recorded_metrics = bool(recorded.get("with_metrics", False))
-    with_metrics = config.with_metrics or (recorded_metrics and _running_metrics(config))
     _mode_file(config).write_text(
-        json.dumps({"mode": mode, **shape, "with_metrics": with_metrics}) + "\n"
+        json.dumps({"mode": mode, **shape, "with_metrics": config.with_metrics}) + "\n"
     )
     return secrets
 
@@ -106,6 +106,7 @@ def postgres_up(config: StackConfig) -> tuple[str, str]:
     """Start only the native PostgreSQL (for tests and tools that need nothing else);
     returns its DSN and the PGPASSFILE that holds its password. A later `up` of the
     same state directory leaves it running and adds the rest; `down` stops it."""
+    config = _keeping_running_metrics(config)
     secrets = _prepare(config, "native")
     postgres = NativePostgres(config, secrets)
     with step(f"PostgreSQL {config.versions.postgres_major} on port {config.ports.postgres}"):
@@ -114,10 +115,6 @@ def postgres_up(config: StackConfig) -> tuple[str, str]:
 
 
 def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
-    if not config.with_metrics and _running_metrics(config):
-        # Started with metrics before and they still run: keep them (a restarted Connect
-        # gets its agent back) and say where Prometheus is.
-        config = dataclasses.replace(config, with_metrics=True)
     postgres = NativePostgres(config, secrets)
     with step(f"PostgreSQL {config.versions.postgres_major} on port {config.ports.postgres}"):
         postgres.start()
@@ -218,6 +215,15 @@ Component = NativeConnect | NativeKafka | NativePostgres | NativeExporter | Nati
 
 def _running_metrics(config: StackConfig) -> bool:
     return NativePrometheus(config).running() or NativeExporter(config).running()
+
+
+def _keeping_running_metrics(config: StackConfig) -> StackConfig:
+    """A stack started with metrics keeps them while they still run, though this `up`
+    did not ask for them: a restarted Connect gets its agent back, and `stack env`
+    names Prometheus."""
+    if config.with_metrics or not _running_metrics(config):
+        return config
+    return dataclasses.replace(config, with_metrics=True)
 
 
 def native_components(config: StackConfig) -> list[Component]:
