@@ -131,8 +131,10 @@ class Consumer(_Client):
         topics: list[str],
         on_assigned: Callable[[set[TopicPartition]], None] | None = None,
     ) -> None:
-        """Subscribe; `on_assigned` runs inside `poll`, before records of newly assigned
-        partitions are returned (kafka-python logs and drops what it raises)."""
+        """Subscribe; `on_assigned` runs before records of newly assigned partitions are
+        returned, on kafka-python's IO thread (it logs and drops what the callback
+        raises), possibly while the caller's thread is busy: it must not block, nor use
+        what the caller's thread uses (a database session above all)."""
         listener = _AssignmentListener(on_assigned) if on_assigned else None
         self._call("subscribe", self._client.subscribe, topics=topics, listener=listener)
 

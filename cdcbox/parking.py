@@ -36,6 +36,7 @@ class Parking:
     def __init__(self, names: DbNames = DbNames()) -> None:
         self._cache: set[ParkedKey] = set()
         self._stale = False
+        self._invalidations = 0  # written by `invalidate` only, read by `refresh`
         table = names.table("parked")
         self._select = sql.SQL(
             "SELECT consumer_name, aggregate_type, aggregate_id FROM {} "
@@ -76,13 +77,19 @@ class Parking:
         ).format(table)
 
     def refresh(self, conn: psycopg.Connection[Any], consumers: list[str]) -> None:
-        """Reload the cache with the parked aggregates of these consumers."""
+        """Reload the cache with the parked aggregates of these consumers. An
+        `invalidate` that lands while the table is read keeps the cache distrusted."""
+        invalidations = self._invalidations
         self._cache = {(r[0], r[1], r[2]) for r in conn.execute(self._select, (consumers,))}
-        self._stale = False
+        if self._invalidations == invalidations:
+            self._stale = False
 
     def invalidate(self) -> None:
         """Distrust the cache until the next `refresh` (e.g. after a partition assignment):
-        meanwhile every key might be parked, so `state` asks the database."""
+        meanwhile every key might be parked, so `state` asks the database. Safe to call
+        from another thread (kafka-python's IO thread runs the assignment listener); it
+        touches no database session."""
+        self._invalidations += 1
         self._stale = True
 
     def might_be_parked(self, key: ParkedKey) -> bool:

@@ -1,8 +1,10 @@
 """The consumer loop: poll, run each record through the pipeline, commit offsets.
 
 Offsets are committed only after the records' transactions committed (auto-commit is
-off), once per poll batch and before the next poll, so a rebalance (which kafka-python
-runs inside poll) never revokes a partition with processed but uncommitted records.
+off), once per poll batch and before the next poll. kafka-python 3 may finish a group
+join on its IO thread after `poll` returned: an offset commit refused by that rebalance
+leaves the records to their new owner, whose inbox turns them into counted duplicates,
+and the assignment listener leaves all database work to the consumer's thread.
 Handlers are validated before the first poll: a duplicate consumer name or a handler
 without topics or event types fails at start-up, not at the first record. Several
 handlers may take one event type: each applies it under its own consumer name.
@@ -82,6 +84,7 @@ class Consumer:
         self._dispatch = dispatch_table(self.handlers)
         self._stop = threading.Event()
         self._healthy = threading.Event()
+        self._reload_parked = threading.Event()  # set by the assignment listener
         self._committed_records = 0  # for FaultSwitches.kill_after_records
         self.connection = Reconnecting(config.dsn, synchronous_commit=config.durable_each_commit)
         self._names = names
@@ -151,11 +154,15 @@ class Consumer:
 
     def _on_assigned(self, partitions: set[TopicPartition]) -> None:
         """A new assignment may bring aggregates another member parked a moment ago: the
-        cache no longer counts until it is reloaded, which is tried here at once."""
-        if not self.config.park_aggregates:
-            return
-        self._stores.parking.invalidate()
-        self._try_refresh_parked()
+        cache no longer counts (every record asks the database) until the consumer's
+        loop reloads it. This runs on kafka-python's IO thread, possibly while the
+        consumer's thread is inside a record's transaction: it only sets flags, and
+        never touches the database session (an async handler's view of that session
+        has a lock of its own, so a second thread's statement would interleave with
+        the handler's on one libpq connection)."""
+        if self.config.park_aggregates:
+            self._stores.parking.invalidate()
+            self._reload_parked.set()
 
     def _await_partitions(self, consumer: kafka_client.Consumer, timeout_s: float = 30) -> None:
         """Let this client's metadata see the (possibly just created) topics' partitions:
@@ -210,6 +217,9 @@ class Consumer:
                     self._try_refresh_parked()
                     refreshed = time.monotonic()
                 batch = kafka.poll(timeout_ms=self.config.poll_timeout_ms)
+                if self._reload_parked.is_set():  # an assignment since the last poll
+                    self._reload_parked.clear()
+                    self._try_refresh_parked()
                 if not batch:
                     idle = time.monotonic() - last_activity
                     if idle_timeout_s is not None and idle > idle_timeout_s:

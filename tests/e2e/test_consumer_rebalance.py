@@ -1,0 +1,142 @@
+"""Rebalances: kafka-python 3 completes a group join on its IO thread, and runs the
+rebalance listener there, possibly while the consumer thread is in the middle of a
+record's transaction. The consumer's database session must never be touched from that
+thread, and an aggregate another member parked must still be held after the assignment."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
+from cdcbox.db import Reconnecting
+from cdcbox.kafka_client import Consumer as KafkaConsumer
+from cdcbox.names import DbNames
+from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.stack.endpoints import Endpoints
+from tests.e2e.conftest import count_effects, recording_handler
+from tests.helpers import eventually, unique
+
+pytestmark = pytest.mark.e2e
+PARTITIONS = 3  # of each outbox topic on the test stack
+
+
+class ThreadRecordingSource:
+    """The consumer's connection source, noting the name of every thread that asks it
+    for the session."""
+
+    def __init__(self, source: Reconnecting) -> None:
+        self.source = source
+        self.threads: set[str] = set()
+
+    def __call__(self) -> psycopg.Connection[Any]:
+        self.threads.add(threading.current_thread().name)
+        return self.source()
+
+    def close(self) -> None:
+        self.source.close()
+
+
+@contextmanager
+def running(consumer: Consumer, name: str) -> Iterator[threading.Thread]:
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            consumer.run()
+        except BaseException as e:  # surfaced below, not swallowed
+            errors.append(e)
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        consumer.stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "consumer did not stop within 30 s"
+        assert not errors, f"consumer crashed: {errors!r}"
+
+
+def rebalance_twice(stack: Endpoints, consumer: Consumer, group: str, topic: str) -> None:
+    """A second member joins (it is given partitions) and leaves again: two assignments
+    for `consumer`, the last one giving it every partition back."""
+    other = KafkaConsumer(
+        consumer.config.kafka, group_id=group, client_id="rebalancer", session_timeout_ms=10_000
+    )
+    try:
+        other.subscribe([topic])
+        eventually(
+            lambda: other.poll(timeout_ms=100) is not None and other.assignment(),
+            what="the second member's share of the partitions",
+        )
+        eventually(
+            lambda: len(consumer.assignment()) < PARTITIONS, what="the first member giving some up"
+        )
+    finally:
+        other.close(autocommit=False)
+    eventually(lambda: len(consumer.assignment()) == PARTITIONS, what="every partition back")
+
+
+def write(dsn: str, events: list[NewEvent]) -> list[Any]:
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        return Outbox().append_many(conn, events)
+
+
+def test_a_partition_assignment_never_uses_the_consumer_session_from_another_thread(
+    stack: Endpoints,
+) -> None:
+    aggregate_type, name = unique("order"), unique("c")
+    handler = recording_handler(name, aggregate_type, {"Created"}, flavour="async")
+    consumer = Consumer(
+        [handler], ConsumerConfig(stack.bootstrap_servers, stack.dsn, group_id=name)
+    )
+    source = ThreadRecordingSource(consumer.connection)
+    consumer.connection = source  # type: ignore[assignment]
+    with running(consumer, "the-consumer-thread"):
+        eventually(consumer.assigned, what="the first assignment")
+        rebalance_twice(stack, consumer, name, handler.subscribed_topics()[0])
+        write(stack.dsn, [NewEvent(aggregate_type, "a1", "Created", {"n": 1})])
+        eventually(lambda: consumer.stats[Outcome.PROCESSED] == 1, what="the event applied")
+    # Each assignment reloaded the parked aggregates: on the consumer's own thread.
+    assert source.threads == {"the-consumer-thread"}
+
+
+def test_an_aggregate_parked_by_another_member_is_held_after_an_assignment(
+    stack: Endpoints,
+) -> None:
+    aggregate_type, name = unique("order"), unique("c")
+    handler = recording_handler(name, aggregate_type, {"Created"})
+    # No periodic reload during the test: only the assignment can make the park count.
+    config = ConsumerConfig(
+        stack.bootstrap_servers, stack.dsn, group_id=name, parked_refresh_s=3600
+    )
+    consumer = Consumer([handler], config)
+    (earlier,) = write(stack.dsn, [NewEvent(aggregate_type, "held", "Created", {"n": 0})])
+    with running(consumer, "the-consumer-thread"):
+        eventually(lambda: consumer.stats[Outcome.PROCESSED] == 1, what="the earlier event")
+        with psycopg.connect(stack.dsn) as conn:  # as another member's dead letter would
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (consumer_name, aggregate_type, aggregate_id, event_id, "
+                    "reason) VALUES (%s, %s, 'held', %s, 'parked elsewhere')"
+                ).format(DbNames().table("parked")),
+                (name, aggregate_type, earlier),
+            )
+        rebalance_twice(stack, consumer, name, handler.subscribed_topics()[0])
+        write(
+            stack.dsn,
+            [
+                NewEvent(aggregate_type, "held", "Created", {"n": 1}),
+                NewEvent(aggregate_type, "free", "Created", {"n": 2}),
+            ],
+        )
+        eventually(lambda: consumer.stats[Outcome.PROCESSED] == 2, what="the free aggregate")
+        eventually(lambda: consumer.stats[Outcome.PARKED] == 1, what="the held one parked")
+    assert count_effects(stack.dsn, name) == 2
