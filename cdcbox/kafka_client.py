@@ -137,6 +137,11 @@ class Consumer(_Client):
         what the caller's thread uses (a database session above all)."""
         listener = _AssignmentListener(on_assigned) if on_assigned else None
         self._call("subscribe", self._client.subscribe, topics=topics, listener=listener)
+        # kafka-python records the partitions an assignment was computed from only when
+        # metadata arrives after `subscribe`; a first join before that is computed from
+        # nothing, and the next metadata response makes the member rejoin at once (a
+        # second rebalance, taking back the first poll batch). One blocking refresh now.
+        self._call("metadata refresh", self._client.topics)
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
         with _translated("poll", self.settings):

@@ -44,3 +44,8 @@ class ConsumerMetrics:
             ["consumer"],
             registry=self.registry,
         )
+        self.assignments = Counter(
+            "cdcbox_consumer_assignments",
+            "Partition assignments received: one per rebalance this process took part in",
+            registry=self.registry,
+        )

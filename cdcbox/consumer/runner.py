@@ -160,6 +160,7 @@ class Consumer:
         never touches the database session (an async handler's view of that session
         has a lock of its own, so a second thread's statement would interleave with
         the handler's on one libpq connection)."""
+        self.stats.metrics.assignments.inc()
         if self.config.park_aggregates:
             self._stores.parking.invalidate()
             self._reload_parked.set()

@@ -108,6 +108,27 @@ def test_a_partition_assignment_never_uses_the_consumer_session_from_another_thr
     assert source.threads == {"the-consumer-thread"}
 
 
+def assignments(consumer: Consumer) -> float:
+    value = consumer.stats.metrics.registry.get_sample_value("cdcbox_consumer_assignments_total")
+    return value or 0.0
+
+
+def test_a_consumer_starting_alone_is_assigned_its_partitions_once(stack: Endpoints) -> None:
+    """kafka-python joins before its metadata has the subscribed topics' partitions, and
+    then rejoins when they arrive: a second rebalance right after the first, which takes
+    back the partitions of the first poll batch (and, in a group, stops every member)."""
+    aggregate_type, name = unique("order"), unique("c")
+    handler = recording_handler(name, aggregate_type, {"Created"})
+    consumer = Consumer(
+        [handler], ConsumerConfig(stack.bootstrap_servers, stack.dsn, group_id=name)
+    )
+    with running(consumer, "the-consumer-thread"):
+        for n in range(1, 4):  # one poll after another: each would see the rejoin
+            write(stack.dsn, [NewEvent(aggregate_type, f"a{n}", "Created", {"n": n})])
+            eventually(lambda n=n: consumer.stats[Outcome.PROCESSED] == n, what=f"event {n}")
+        assert assignments(consumer) == 1
+
+
 def test_an_aggregate_parked_by_another_member_is_held_after_an_assignment(
     stack: Endpoints,
 ) -> None:
