@@ -66,19 +66,20 @@ def running(consumer: Consumer, name: str) -> Iterator[threading.Thread]:
 
 def rebalance_twice(stack: Endpoints, consumer: Consumer, group: str, topic: str) -> None:
     """A second member joins (it is given partitions) and leaves again: two assignments
-    for `consumer`, the last one giving it every partition back."""
+    for `consumer`, the last one giving it every partition back. The second member polls
+    all along, as a live one does: a member that stops polling holds up every rebalance
+    of its group (kafka-python may rejoin again right after a join)."""
     other = KafkaConsumer(
         consumer.config.kafka, group_id=group, client_id="rebalancer", session_timeout_ms=10_000
     )
+
+    def shared() -> bool:
+        other.poll(timeout_ms=100)
+        return bool(other.assignment()) and len(consumer.assignment()) < PARTITIONS
+
     try:
         other.subscribe([topic])
-        eventually(
-            lambda: other.poll(timeout_ms=100) is not None and other.assignment(),
-            what="the second member's share of the partitions",
-        )
-        eventually(
-            lambda: len(consumer.assignment()) < PARTITIONS, what="the first member giving some up"
-        )
+        eventually(shared, what="the partitions shared between the two members")
     finally:
         other.close(autocommit=False)
     eventually(lambda: len(consumer.assignment()) == PARTITIONS, what="every partition back")

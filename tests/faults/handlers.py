@@ -6,13 +6,14 @@ row in e2e_effect, so effects can be counted exactly.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Any
 
 import psycopg
 
-from cdcbox.consumer import Event, Handler
+from cdcbox.consumer import AsyncHandler, Event, Handler
 
 
 class EffectHandler(Handler):
@@ -48,6 +49,24 @@ class LedgerHandler(Handler):
         if self.delay_s:
             time.sleep(self.delay_s)
         conn.execute(
+            "INSERT INTO fault_effect (consumer_name, event_id, aggregate_id, n) "
+            "VALUES (%s, %s, %s, %s)",
+            (self.consumer_name, event.event_id, event.aggregate_id, event.payload["n"]),
+        )
+
+
+class AsyncLedgerHandler(AsyncHandler):
+    """LedgerHandler as an async handler, writing on the record's AsyncConnection."""
+
+    consumer_name = LedgerHandler.consumer_name
+    aggregate_types = LedgerHandler.aggregate_types
+    event_types = LedgerHandler.event_types
+    delay_s = LedgerHandler.delay_s
+
+    async def handle(self, event: Event, conn: psycopg.AsyncConnection[Any]) -> None:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        await conn.execute(
             "INSERT INTO fault_effect (consumer_name, event_id, aggregate_id, n) "
             "VALUES (%s, %s, %s, %s)",
             (self.consumer_name, event.event_id, event.aggregate_id, event.payload["n"]),

@@ -23,10 +23,11 @@ from tests.helpers import eventually, migrated_schema, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUME = (
-    sys.executable, "-m", "cdcbox.cli.main", "consume", "tests.faults.handlers:LedgerHandler",
+    sys.executable, "-m", "cdcbox.cli.main", "consume",
     "--max-poll-records", "100", "--session-timeout-ms", "6000",
     "--heartbeat-interval-ms", "2000",
 )  # fmt: skip
+LEDGER_HANDLER = "tests.faults.handlers:LedgerHandler"
 
 
 @dataclass
@@ -71,6 +72,12 @@ class Processes:
             proc.wait(timeout=30)
         return proc
 
+    def stop_one(self) -> None:
+        """SIGTERM the newest running process (it leaves the group cleanly) and wait."""
+        proc = self.running()[-1]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
     def stop(self) -> None:
         """SIGTERM each (finish the batch, commit, exit), SIGKILL what does not exit."""
         for proc in self.running():
@@ -96,13 +103,14 @@ def consumer_group(
     consumer: str,
     flags: tuple[str, ...] = (),
     fault_switches: str = "",
+    handler: str = LEDGER_HANDLER,
 ) -> Processes:
-    """`cdc-ctl consume` processes of one consumer name (and group) with LedgerHandler."""
+    """`cdc-ctl consume` processes of one consumer name (and group) with `handler`."""
     return Processes(
         stack,
         log_dir,
         consumer,
-        (*CONSUME, "--group", consumer, *flags),
+        (*CONSUME, handler, "--group", consumer, *flags),
         {"FAULT_CONSUMER": consumer, "FAULT_AGGREGATE_TYPE": aggregate_type},
         fault_switches,
     )
@@ -137,6 +145,7 @@ class Scenario:
     # > 0: the polling relay instead of Debezium, that many workers, on a schema of its own.
     relays: int = 0
     relay_fault_switches: str = ""
+    handler: str = LEDGER_HANDLER
     aggregate_type: str = field(default_factory=lambda: unique("ledger"))
 
     def __post_init__(self) -> None:
@@ -150,6 +159,7 @@ class Scenario:
             self.consumer,
             self.flags,
             self.fault_switches,
+            self.handler,
         )
         self.names = DbNames()
         if self.relays:
