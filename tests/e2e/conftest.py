@@ -114,6 +114,29 @@ class Running:
         return self.consumer.stats
 
 
+@contextmanager
+def running_in_thread(consumer: Consumer, thread_name: str) -> Iterator[Running]:
+    """`consumer.run()` in a thread named `thread_name`; at exit it is stopped (finish
+    the batch, commit, close), and a crash or a consumer that does not stop fails."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            consumer.run()
+        except BaseException as e:  # surfaced by the test, not swallowed
+            errors.append(e)
+
+    thread = threading.Thread(target=target, name=thread_name, daemon=True)
+    thread.start()
+    try:
+        yield Running(consumer, thread, errors)
+    finally:
+        consumer.stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "consumer did not stop within 30 s"
+        assert not errors, f"consumer crashed: {errors!r}"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def effects_table(stack: Endpoints) -> None:
     with psycopg.connect(stack.dsn) as conn:
@@ -135,26 +158,9 @@ def run_consumer(stack: Endpoints) -> Iterator[Callable[..., Any]]:
             group_id=group,
             **options,
         )
-        consumer = Consumer(handlers, config)
-        errors: list[BaseException] = []
-
-        def target() -> None:
-            try:
-                consumer.run()
-            except BaseException as e:  # surfaced by the test, not swallowed
-                errors.append(e)
-
-        thread = threading.Thread(target=target, name=f"consumer-{group}", daemon=True)
-        thread.start()
-        handle = Running(consumer, thread, errors)
-        running.append(handle)
-        try:
+        with running_in_thread(Consumer(handlers, config), f"consumer-{group}") as handle:
+            running.append(handle)
             yield handle
-        finally:
-            consumer.stop()
-            thread.join(timeout=30)
-            assert not thread.is_alive(), "consumer did not stop within 30 s"
-            assert not errors, f"consumer crashed: {errors!r}"
 
     yield start
     for handle in running:

@@ -6,8 +6,6 @@ thread, and an aggregate another member parked must still be held after the assi
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -18,9 +16,10 @@ from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.db import Reconnecting
 from cdcbox.kafka_client import Consumer as KafkaConsumer
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.outbox import NewEvent
 from cdcbox.stack.endpoints import Endpoints
-from tests.e2e.conftest import count_effects, recording_handler
+from tests.e2e.conftest import count_effects, recording_handler, running_in_thread
+from tests.e2e.test_consumer_failures import write
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
@@ -41,27 +40,6 @@ class ThreadRecordingSource:
 
     def close(self) -> None:
         self.source.close()
-
-
-@contextmanager
-def running(consumer: Consumer, name: str) -> Iterator[threading.Thread]:
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            consumer.run()
-        except BaseException as e:  # surfaced below, not swallowed
-            errors.append(e)
-
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    try:
-        yield thread
-    finally:
-        consumer.stop()
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "consumer did not stop within 30 s"
-        assert not errors, f"consumer crashed: {errors!r}"
 
 
 def rebalance_twice(stack: Endpoints, consumer: Consumer, group: str, topic: str) -> None:
@@ -85,11 +63,6 @@ def rebalance_twice(stack: Endpoints, consumer: Consumer, group: str, topic: str
     eventually(lambda: len(consumer.assignment()) == PARTITIONS, what="every partition back")
 
 
-def write(dsn: str, events: list[NewEvent]) -> list[Any]:
-    with psycopg.connect(dsn) as conn, conn.transaction():
-        return Outbox().append_many(conn, events)
-
-
 def test_a_partition_assignment_never_uses_the_consumer_session_from_another_thread(
     stack: Endpoints,
 ) -> None:
@@ -100,7 +73,7 @@ def test_a_partition_assignment_never_uses_the_consumer_session_from_another_thr
     )
     source = ThreadRecordingSource(consumer.connection)
     consumer.connection = source  # type: ignore[assignment]
-    with running(consumer, "the-consumer-thread"):
+    with running_in_thread(consumer, "the-consumer-thread"):
         eventually(consumer.assigned, what="the first assignment")
         rebalance_twice(stack, consumer, name, handler.subscribed_topics()[0])
         write(stack.dsn, [NewEvent(aggregate_type, "a1", "Created", {"n": 1})])
@@ -123,7 +96,7 @@ def test_a_consumer_starting_alone_is_assigned_its_partitions_once(stack: Endpoi
     consumer = Consumer(
         [handler], ConsumerConfig(stack.bootstrap_servers, stack.dsn, group_id=name)
     )
-    with running(consumer, "the-consumer-thread"):
+    with running_in_thread(consumer, "the-consumer-thread"):
         for n in range(1, 4):  # one poll after another: each would see the rejoin
             write(stack.dsn, [NewEvent(aggregate_type, f"a{n}", "Created", {"n": n})])
             eventually(lambda n=n: consumer.stats[Outcome.PROCESSED] == n, what=f"event {n}")
@@ -141,7 +114,7 @@ def test_an_aggregate_parked_by_another_member_is_held_after_an_assignment(
     )
     consumer = Consumer([handler], config)
     (earlier,) = write(stack.dsn, [NewEvent(aggregate_type, "held", "Created", {"n": 0})])
-    with running(consumer, "the-consumer-thread"):
+    with running_in_thread(consumer, "the-consumer-thread"):
         eventually(lambda: consumer.stats[Outcome.PROCESSED] == 1, what="the earlier event")
         with psycopg.connect(stack.dsn) as conn:  # as another member's dead letter would
             conn.execute(
