@@ -18,9 +18,9 @@ from bench import loadgen
 from bench.pgbench import pgbench_env
 from bench.processes import ConsumerProcess
 from cdcbox import wire
-from cdcbox.groups import lag
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.topics import ensure_topics
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.topics import ensure_topics
+from cdcbox.ops.groups import lag
 
 
 def _topic_size(bootstrap: str, topic: str) -> int:

@@ -25,10 +25,10 @@ from bench.processes import FORK, peak_rss_mb
 from bench.stats import percentiles
 from cdcbox import wire
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
-from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.topics import ensure_topics
 from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow
-from cdcbox.topics import ensure_topics
 
 AGGREGATES = 500
 

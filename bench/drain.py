@@ -17,11 +17,11 @@ from bench.e2e import drop_schema, polling_schema
 from bench.pgbench import ISO, UUID7
 from bench.processes import RelayProcesses
 from cdcbox import wire
-from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.topics import ensure_topics
 from cdcbox.names import DbNames
 from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow
-from cdcbox.topics import ensure_topics
 
 
 def fill(dsn: str, names: DbNames, aggregate_type: str, rows: int) -> None:

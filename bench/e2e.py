@@ -21,10 +21,10 @@ from bench import loadgen
 from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses
 from bench.stats import percentiles
 from cdcbox import wire
-from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.topics import ensure_topics
 from cdcbox.migrate import RelayMode, migrate
 from cdcbox.names import DbNames
-from cdcbox.topics import ensure_topics
 
 
 def events_per_tx(rate: float) -> int:

@@ -7,7 +7,7 @@ import os
 
 import psycopg
 
-from cdcbox.outbox import ISO_FORMAT
+from cdcbox.producer.outbox import ISO_FORMAT
 
 # A time-ordered id like the producer's UUIDv7 (PostgreSQL 15 has no uuidv7()): both the
 # outbox and the floor use it, so neither pays for random inserts into a large index.

@@ -33,7 +33,7 @@ INSERT INTO bench_stock SELECT g, 1000000000 FROM generate_series(1, 1000) g;
 """
 
 
-# Exactly the statement cdcbox.outbox.Outbox.append sends, with pgbench variables.
+# Exactly the statement cdcbox.producer.outbox.Outbox.append sends, with pgbench variables.
 def outbox_insert(schema: str) -> str:
     return (
         f"INSERT INTO {schema}.outbox_event (event_id, aggregate_type, aggregate_id, "

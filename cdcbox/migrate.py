@@ -26,7 +26,6 @@ from cdcbox.errors import SchemaError, UsageError
 from cdcbox.limits import PAYLOAD_CONSTRAINT, EventLimits
 from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
-from cdcbox.slots import ensure_slot
 
 RelayMode = Literal["cdc", "polling"]
 
@@ -164,3 +163,38 @@ def recorded_relay_mode(conn: psycopg.Connection[Any], names: DbNames = DbNames(
             )
         ).fetchone()
     return "polling" if polling else "cdc"
+
+
+# The logical decoding plugin of every slot the migrations create (Debezium's `pgoutput`).
+PLUGIN = "pgoutput"
+
+
+def ensure_slot(conn: psycopg.Connection[Any], name: str) -> bool:
+    """Create logical slot `name` (pgoutput) unless it exists; True when created now.
+
+    Guarantee: every outbox row committed after this returns is retained for the
+    connector that later streams from the slot, however late it is first applied.
+    """
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT plugin FROM pg_replication_slots WHERE slot_name = %s", (name,)
+        ).fetchone()
+    if row is not None:
+        if row[0] != PLUGIN:
+            raise SchemaError(
+                f"replication slot {name!r} exists with plugin {row[0]!r}, not {PLUGIN}"
+            )
+        return False
+    try:
+        # Its own transaction: PostgreSQL refuses to create a logical slot in a
+        # transaction that has written anything.
+        with conn.transaction():
+            conn.execute("SELECT pg_create_logical_replication_slot(%s, %s)", (name, PLUGIN))
+    except psycopg.errors.InsufficientPrivilege as e:
+        raise UsageError(
+            f"cannot create replication slot {name!r}: the migrating role lacks REPLICATION "
+            "(grant it, or pass --no-slot and let the connector create the slot)"
+        ) from e
+    except psycopg.errors.DuplicateObject:
+        return False  # a concurrent migrate created it first
+    return True

@@ -19,7 +19,7 @@ from kafka.structs import OffsetAndMetadata
 from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer import Consumer, ConsumerConfig, Handler, Outcome
-from cdcbox.outbox import Outbox
+from cdcbox.producer.outbox import Outbox
 from cdcbox.resources import resource_dir
 from consumer.inventory import InventoryHandler
 from consumer.marketing import CouponHandler

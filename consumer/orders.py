@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 
 SCHEMA = Path(__file__).with_name("schema.sql")
 

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cdcbox.connect import ConnectClient
+from cdcbox.connect.client import ConnectClient
 from cdcbox.resources import resource_dir
 from cdcbox.stack.compose import docker_engine_answers
 from cdcbox.stack.config import StackConfig

@@ -21,14 +21,14 @@ import click
 import psycopg
 
 from cdcbox.cli.kafka_options import kafka_security
-from cdcbox.connect import ConnectClient
+from cdcbox.connect.client import ConnectClient
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.kafka_security import KafkaSecurity
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.limits import EventLimits
-from cdcbox.log_format import LEVELS
 from cdcbox.names import DbNames
+from cdcbox.telemetry.log_format import LEVELS
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 

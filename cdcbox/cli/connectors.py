@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from cdcbox import connectors as specs
-from cdcbox import quarantine
 from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, yes_option
 from cdcbox.cli.common import settings as settings_of
+from cdcbox.connect import connectors as specs
 from cdcbox.errors import UsageError
+from cdcbox.ops import quarantine
 from cdcbox.resources import resource_dir
 
 spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))

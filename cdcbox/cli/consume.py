@@ -31,8 +31,8 @@ from cdcbox.consumer.runner import dispatch_table
 from cdcbox.errors import ConfigError
 from cdcbox.fault_switches import ENV as FAULT_SWITCHES_ENV
 from cdcbox.fault_switches import FaultSwitches
-from cdcbox.log_format import LogFormat
-from cdcbox.log_format import configure as configure_log
+from cdcbox.telemetry.log_format import LogFormat
+from cdcbox.telemetry.log_format import configure as configure_log
 
 C, R, B = ConsumerConfig, RetryPolicy, BreakerPolicy
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from cdcbox import dlq as dead_letters
 from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
 from cdcbox.errors import UsageError
+from cdcbox.kafka import dlq as dead_letters
 
 
 @click.group("dlq")

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
-from cdcbox.connectors import load_specs
+from cdcbox.connect.connectors import load_specs
 from cdcbox.db import connect
-from cdcbox.doctor import DoctorInputs, run_checks
+from cdcbox.ops.doctor import DoctorInputs, run_checks
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
 

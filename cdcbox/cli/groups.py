@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cdcbox import groups
 from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
+from cdcbox.ops import groups
 
 
 @click.group("groups")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from cdcbox import retention
 from cdcbox.cli.common import (
     DeletingProgress,
     handle_errors,
@@ -13,6 +12,7 @@ from cdcbox.cli.common import (
     print_table,
     settings,
 )
+from cdcbox.ops import retention
 
 
 @click.group("inbox")

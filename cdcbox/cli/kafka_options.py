@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from cdcbox.kafka_security import MECHANISMS, PROTOCOLS, KafkaSecurity, Secret, read_properties
+from cdcbox.kafka.security import MECHANISMS, PROTOCOLS, KafkaSecurity, Secret, read_properties
 
 PASSWORD_ENV = "CDCBOX_KAFKA_PASSWORD"  # noqa: S105 (a variable's name)
 _FILE = click.Path(dir_okay=False, path_type=Path)

@@ -24,7 +24,7 @@ from cdcbox.cli.relay import relay
 from cdcbox.cli.schemas import schemas
 from cdcbox.cli.slot import slot
 from cdcbox.cli.stack import stack
-from cdcbox.kafka_security import Secret
+from cdcbox.kafka.security import Secret
 from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 
 

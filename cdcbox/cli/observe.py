@@ -1,5 +1,5 @@
 """`cdc-ctl top` (a live view of the pipeline) and `cdc-ctl exporter` (the same state
-for Prometheus): shells over `cdcbox.pipeline_state`."""
+for Prometheus): shells over `cdcbox.observe.pipeline_state`."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from rich.live import Live
 
 from cdcbox.cli.common import Settings, handle_errors, settings, stop_on_signals
 from cdcbox.errors import ConfigError
-from cdcbox.exporter import serve_exporter
-from cdcbox.pipeline_state import Sources, read_state
-from cdcbox.top_view import frame
+from cdcbox.observe.exporter import serve_exporter
+from cdcbox.observe.pipeline_state import Sources, read_state
+from cdcbox.observe.top_view import frame
 
 
 def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:

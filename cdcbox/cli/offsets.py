@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import click
 
-from cdcbox import connector_offsets
 from cdcbox.cli.common import handle_errors, print_json, settings, yes_option
-from cdcbox.connect import ConnectClient
+from cdcbox.connect import offsets as connector_offsets
+from cdcbox.connect.client import ConnectClient
 
 
 @click.group("offsets")

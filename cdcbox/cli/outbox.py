@@ -6,7 +6,6 @@ from typing import cast
 
 import click
 
-from cdcbox import connector_offsets, retention
 from cdcbox.cli.common import (
     DeletingProgress,
     handle_errors,
@@ -15,8 +14,11 @@ from cdcbox.cli.common import (
     print_table,
     settings,
 )
+from cdcbox.connect import offsets as connector_offsets
 from cdcbox.migrate import RelayMode, recorded_relay_mode
+from cdcbox.ops import retention
 from cdcbox.relay.store import RelayStore
+from cdcbox.relay.store import outbox_stats as outbox_stats_of
 
 
 @click.group("outbox")
@@ -31,7 +33,7 @@ def outbox() -> None:
 def outbox_stats(ctx: click.Context, as_json: bool) -> None:
     s = settings(ctx)
     with s.database() as conn:
-        stats = retention.outbox_stats(conn, s.names)
+        stats = outbox_stats_of(conn, s.names)
     if as_json:
         print_json(vars(stats))
         return

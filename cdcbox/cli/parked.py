@@ -6,7 +6,7 @@ import click
 
 from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
 from cdcbox.errors import UsageError
-from cdcbox.parking import Parking
+from cdcbox.stores.parking import Parking
 
 
 @click.group("parked")

@@ -9,10 +9,10 @@ import click
 from cdcbox.cli.common import handle_errors, logging_options, settings, stop_on_signals
 from cdcbox.fault_switches import ENV as FAULT_SWITCHES_ENV
 from cdcbox.fault_switches import FaultSwitches
-from cdcbox.log_format import LogFormat
-from cdcbox.log_format import configure as configure_log
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.relay.config import default_worker_id
+from cdcbox.telemetry.log_format import LogFormat
+from cdcbox.telemetry.log_format import configure as configure_log
 
 _d = RelayConfig(dsn="", bootstrap_servers="")
 

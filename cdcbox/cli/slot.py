@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from cdcbox import slots
 from cdcbox.cli.common import (
     handle_errors,
     json_option,
@@ -15,8 +14,9 @@ from cdcbox.cli.common import (
     settings,
     yes_option,
 )
-from cdcbox.connectors import connectors_using_slot, load_specs
+from cdcbox.connect.connectors import connectors_using_slot, load_specs
 from cdcbox.errors import ServiceUnavailable, UsageError
+from cdcbox.ops import slots
 from cdcbox.resources import resource_dir
 
 

@@ -10,8 +10,8 @@ from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.fault_switches import FaultSwitches
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.kafka_security import KafkaSecurity
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity
 
 Unhandled = Literal["skip", "dead-letter"]
 GapPolicy = Literal["apply", "hold"]

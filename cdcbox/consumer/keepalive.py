@@ -18,7 +18,7 @@ import threading
 import time
 
 from cdcbox.errors import CdcboxError
-from cdcbox.kafka_client import Consumer, TopicPartition
+from cdcbox.kafka.client import Consumer, TopicPartition
 
 
 class BatchAbandoned(CdcboxError, RuntimeError):

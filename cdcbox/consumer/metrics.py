@@ -1,5 +1,5 @@
 """Prometheus metrics of one consumer, in a registry of its own (no process globals);
-`cdcbox.http_metrics` serves them."""
+`cdcbox.telemetry.http_metrics` serves them."""
 
 from __future__ import annotations
 

@@ -35,8 +35,8 @@ from cdcbox.consumer.steps.route import Routed, Router, Undecodable, Unroutable
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
-from cdcbox.dlq import DeadLetterPublisher
 from cdcbox.event import header
+from cdcbox.kafka.dlq import DeadLetterPublisher
 
 
 class RecordPipeline:

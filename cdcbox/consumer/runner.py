@@ -21,7 +21,6 @@ from typing import Any
 
 import psycopg
 
-from cdcbox import kafka_client
 from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
@@ -31,12 +30,13 @@ from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier
-from cdcbox.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.errors import CdcboxError, CommitRefused, ConfigError, ServiceUnavailable
-from cdcbox.http_metrics import serve
-from cdcbox.kafka_client import Producer, TopicPartition
+from cdcbox.kafka import client as kafka_client
+from cdcbox.kafka.client import Producer, TopicPartition
+from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
+from cdcbox.kafka.topics import ensure_topics
 from cdcbox.names import DbNames
-from cdcbox.topics import ensure_topics
+from cdcbox.telemetry.http_metrics import serve
 
 log = logging.getLogger("cdcbox.consumer")
 _CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdcbox.claim_guard import ClaimAndAdvance
-from cdcbox.group_binding import GroupBinding
-from cdcbox.inbox import Inbox
 from cdcbox.names import DbNames
-from cdcbox.parking import Parking
-from cdcbox.reconciliation import Reconciliation
-from cdcbox.version_guard import VersionGuard
+from cdcbox.stores.claim_guard import ClaimAndAdvance
+from cdcbox.stores.group_binding import GroupBinding
+from cdcbox.stores.inbox import Inbox
+from cdcbox.stores.parking import Parking
+from cdcbox.stores.reconciliation import Reconciliation
+from cdcbox.stores.version_guard import VersionGuard
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import socket
 from dataclasses import dataclass, field
 
 from cdcbox.fault_switches import FaultSwitches
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.kafka_security import KafkaSecurity
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.limits import EventLimits
 
 

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.names import DbNames
-from cdcbox.outbox import EVENT_COLUMNS
+from cdcbox.producer.outbox import EVENT_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -173,3 +173,23 @@ class RelayStore:
     def retry_dead(self, conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
         with conn.transaction():
             return [r[0] for r in conn.execute(self._retry_dead, (ids,))]
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    by_status: dict[str, int]
+    oldest_pending_age_s: float | None
+    dead: int
+
+
+def outbox_stats(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> OutboxStats:
+    with conn.transaction():
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT status, count(*), extract(epoch FROM (now() AT TIME ZONE 'UTC') - "
+                "min(created_at)) FROM {} GROUP BY status"
+            ).format(names.table("outbox"))
+        ).fetchall()
+    by_status = {s: int(n) for s, n, _ in rows}
+    pending_age = next((float(a) for s, _, a in rows if s == "PENDING"), None)
+    return OutboxStats(by_status, pending_age, by_status.get("DEAD", 0))

@@ -24,13 +24,12 @@ from psycopg import sql
 
 from cdcbox.db import Reconnecting, connect
 from cdcbox.errors import CdcboxError, KafkaRequestError, ServiceUnavailable
-from cdcbox.http_metrics import serve
-from cdcbox.kafka_client import Producer
+from cdcbox.kafka.client import Producer
 from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
 from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow, RelayStore
-from cdcbox.retention import outbox_stats
+from cdcbox.relay.store import OutboxRow, RelayStore, outbox_stats
+from cdcbox.telemetry.http_metrics import serve
 
 log = logging.getLogger("cdcbox.relay")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import requests
 
+from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS
 from cdcbox.errors import StackError
 from cdcbox.limits import EventLimits
 from cdcbox.stack import process
@@ -18,8 +19,6 @@ from cdcbox.stack.jars import JvmLayout
 from cdcbox.stack.kafka import JvmComponent, jvm_argv, write_properties
 from cdcbox.stack.rest_auth import ConnectRestAuth
 from cdcbox.stack.tls import StackTls
-
-DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
 
 def worker_properties(

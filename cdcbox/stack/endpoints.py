@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cdcbox.errors import ConfigError
-from cdcbox.kafka_security import Secret
+from cdcbox.kafka.security import Secret
 
 ENV_NAMES = {
     "dsn": "CDCBOX_DSN",

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cdcbox.errors import CdcboxError, StackError
-from cdcbox.kafka_client import Admin, KafkaSettings
-from cdcbox.kafka_security import KafkaSecurity
+from cdcbox.kafka.client import Admin, KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout

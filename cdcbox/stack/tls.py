@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdcbox.errors import StackError
-from cdcbox.kafka_security import KafkaSecurity, Mechanism, Secret
+from cdcbox.kafka.security import KafkaSecurity, Mechanism, Secret
 from cdcbox.stack.secrets import write_private
 
 MECHANISM: Mechanism = "SCRAM-SHA-512"

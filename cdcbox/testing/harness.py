@@ -25,9 +25,9 @@ from cdcbox.consumer.runner import dispatch_table
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting
-from cdcbox.dlq import DeadLetterPublisher
+from cdcbox.kafka.dlq import DeadLetterPublisher
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, event_row
+from cdcbox.producer.outbox import NewEvent, event_row
 from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psycopg
 
-from cdcbox.connect import ConnectClient
-from cdcbox.connectors import apply, load_specs
+from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import apply, load_specs
 from cdcbox.errors import CdcboxError
 from cdcbox.migrate import migrate
 from cdcbox.resources import resource_dir

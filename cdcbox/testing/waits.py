@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from cdcbox.kafka_client import Consumer, KafkaSettings, TopicPartition
+from cdcbox.kafka.client import Consumer, KafkaSettings, TopicPartition
 from cdcbox.names import DbNames
 
 T = TypeVar("T")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from cdcbox.connect import ConnectClient
-from cdcbox.connectors import apply, load_specs
+from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import apply, load_specs
 from cdcbox.resources import resource_dir
 from cdcbox.stack import runner
 from cdcbox.stack.config import Ports, StackConfig

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cdcbox.connect import ConnectClient
+from cdcbox.connect.client import ConnectClient
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.connect_worker import NativeConnect
 from cdcbox.stack.endpoints import Endpoints

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from psycopg.types.json import Jsonb
 
-from cdcbox.connect import ConnectClient
+from cdcbox.connect.client import ConnectClient
 from cdcbox.consumer import AsyncHandler, Consumer, ConsumerConfig, ConsumerStats, Event, Handler
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints

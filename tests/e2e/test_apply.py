@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from cdcbox.cli.main import cli
-from cdcbox.connect import ConnectClient
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.connect.client import ConnectClient
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.topics import read_topic
 from tests.helpers import eventually, unique

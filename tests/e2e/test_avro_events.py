@@ -16,7 +16,7 @@ from cdcbox import wire
 from cdcbox.avro import MAGIC, Catalogue
 from cdcbox.consumer import Outcome
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints

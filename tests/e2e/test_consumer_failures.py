@@ -13,7 +13,7 @@ import pytest
 from cdcbox import wire
 from cdcbox.consumer import Event, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects
 from tests.e2e.topics import read_topic

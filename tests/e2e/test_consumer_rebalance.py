@@ -14,9 +14,9 @@ from psycopg import sql
 
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.db import Reconnecting
-from cdcbox.kafka_client import Consumer as KafkaConsumer
+from cdcbox.kafka.client import Consumer as KafkaConsumer
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent
+from cdcbox.producer.outbox import NewEvent
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, recording_handler, running_in_thread
 from tests.e2e.test_consumer_failures import write

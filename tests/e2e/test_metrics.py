@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from cdcbox import wire
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import Ports
 from cdcbox.stack.endpoints import Endpoints

@@ -14,16 +14,16 @@ from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.cli.main import cli
-from cdcbox.connect import ConnectClient
+from cdcbox.connect.client import ConnectClient
 from cdcbox.consumer import Outcome, RetryPolicy
-from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.topics import ensure_topics
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
-from cdcbox.topics import ensure_topics
 from tests.e2e.conftest import count_effects, effects, recording_handler
 from tests.helpers import eventually, migrated_schema, unique
 

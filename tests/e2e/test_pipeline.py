@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from cdcbox import groups, wire
+from cdcbox import wire
 from cdcbox.consumer import Outcome
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.ops import groups
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects
 from tests.e2e.topics import read_topic

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from cdcbox.consumer import Handler, Outcome
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.testing import Harness
 from consumer.orders import SCHEMA

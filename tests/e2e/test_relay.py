@@ -20,7 +20,7 @@ from cdcbox import wire
 from cdcbox.limits import EventLimits
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.topics import read_topic

@@ -13,10 +13,10 @@ from kafka.admin import NewTopic
 
 from cdcbox import wire
 from cdcbox.errors import UsageError
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.retention import InboxFloor, check_inbox_retention
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.topics import topic_retention
+from cdcbox.ops.retention import InboxFloor, check_inbox_retention
 from cdcbox.stack.endpoints import Endpoints
-from cdcbox.topics import topic_retention
 from tests.helpers import unique
 
 pytestmark = pytest.mark.e2e

@@ -17,14 +17,14 @@ import psycopg
 import pytest
 import requests
 
-from cdcbox.connect import ConnectClient
-from cdcbox.connectors import apply, load_specs
+from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import apply, load_specs
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome
 from cdcbox.errors import CdcboxError
-from cdcbox.kafka_client import Admin, KafkaSettings
-from cdcbox.kafka_security import KafkaSecurity, Secret
+from cdcbox.kafka.client import Admin, KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity, Secret
 from cdcbox.migrate import migrate
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
 from cdcbox.stack import runner
 from cdcbox.stack.config import Ports, StackConfig

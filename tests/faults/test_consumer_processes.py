@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import EFFECTS_DDL, count_effects
 from tests.helpers import eventually, unique

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from cdcbox import wire
 from cdcbox.cli.main import cli
-from cdcbox.connect import ConnectClient
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.connect.client import ConnectClient
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.connect_worker import NativeConnect
 from cdcbox.stack.endpoints import Endpoints

@@ -17,7 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 from psycopg import sql
 
 from cdcbox.cli.main import cli
-from cdcbox.connect import ConnectClient
+from cdcbox.connect.client import ConnectClient
 from cdcbox.limits import EventLimits
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames

@@ -17,7 +17,7 @@ from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.relay.config import RelayBackoff
 from cdcbox.stack.config import StackConfig

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 
 
 class Writers:

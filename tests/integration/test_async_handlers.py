@@ -15,7 +15,7 @@ from psycopg import sql
 
 from cdcbox.consumer import AsyncHandler, Event, Outcome
 from cdcbox.errors import ConfigError
-from cdcbox.outbox import NewEvent
+from cdcbox.producer.outbox import NewEvent
 from cdcbox.testing import Harness
 from tests.helpers import unique
 

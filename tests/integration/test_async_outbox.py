@@ -14,10 +14,10 @@ from psycopg import sql
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
-from cdcbox.async_outbox import AsyncOutbox, append_in_session
 from cdcbox.errors import SchemaError, UsageError
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent
+from cdcbox.producer.async_outbox import AsyncOutbox, append_in_session
+from cdcbox.producer.outbox import NewEvent
 from tests.helpers import schema_with_orders
 
 pytestmark = pytest.mark.integration
@@ -114,6 +114,6 @@ async def _raw_of(raw: Any) -> None:
         async def connection(self) -> Connection:
             return Connection()
 
-    from cdcbox.async_outbox import session_connection
+    from cdcbox.producer.async_outbox import session_connection
 
     await session_connection(Session())  # type: ignore[arg-type]

@@ -14,7 +14,6 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cdcbox import retention
 from cdcbox.avro import Catalogue
 from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
@@ -24,14 +23,15 @@ from cdcbox.consumer.signals import RefuseTransition
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier
-from cdcbox.dlq import DeadLetterError
 from cdcbox.errors import ConfigError, SchemaError, UsageError
 from cdcbox.event import decode
-from cdcbox.inbox import Inbox
+from cdcbox.kafka.dlq import DeadLetterError
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.ops import retention
+from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
+from cdcbox.stores.inbox import Inbox
 from tests.helpers import eventually, migrated_schema, unique
 
 pytestmark = pytest.mark.integration

@@ -10,11 +10,11 @@ import pytest
 from psycopg import sql
 
 from cdcbox.errors import SchemaError
-from cdcbox.limit_checks import table_limit_check
 from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 from cdcbox.migrate import migrate, recorded_payload_limit, render_sql
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.ops.limit_checks import table_limit_check
+from cdcbox.producer.outbox import NewEvent, Outbox
 from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration

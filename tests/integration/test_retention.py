@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from cdcbox.names import DbNames
-from cdcbox.retention import InboxFloor, purge_inbox
+from cdcbox.ops.retention import InboxFloor, purge_inbox
 from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration

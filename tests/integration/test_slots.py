@@ -9,11 +9,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cdcbox import slots
 from cdcbox.errors import UsageError
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.ops import slots
+from cdcbox.producer.outbox import NewEvent, Outbox
 from tests.helpers import drop_slot_once_released, migrated_schema, unique
 
 pytestmark = pytest.mark.integration

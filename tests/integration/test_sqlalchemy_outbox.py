@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from cdcbox.errors import SchemaError
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
-from cdcbox.sqlalchemy import SessionEvents, append
-from cdcbox.unit_of_work import AggregateRoot
+from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.producer.sqlalchemy import SessionEvents, append
+from cdcbox.producer.unit_of_work import AggregateRoot
 from tests.helpers import schema_with_orders
 
 pytestmark = pytest.mark.integration

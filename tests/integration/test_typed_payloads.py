@@ -16,7 +16,7 @@ import pytest
 from cdcbox import wire
 from cdcbox.consumer import Event, Handler, Outcome
 from cdcbox.errors import ConfigError
-from cdcbox.outbox import NewEvent
+from cdcbox.producer.outbox import NewEvent
 from cdcbox.testing import Harness
 from tests.helpers import unique
 

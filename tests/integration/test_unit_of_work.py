@@ -11,8 +11,8 @@ from psycopg import sql
 
 from cdcbox.errors import SchemaError
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
-from cdcbox.unit_of_work import AggregateRoot, UnitOfWork
+from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.producer.unit_of_work import AggregateRoot, UnitOfWork
 from tests.helpers import schema_with_orders
 
 pytestmark = pytest.mark.integration

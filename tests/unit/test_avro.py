@@ -13,7 +13,7 @@ import pytest
 from cdcbox import wire
 from cdcbox.avro import MAGIC, Catalogue
 from cdcbox.errors import PoisonRecord, SchemaError
-from cdcbox.outbox import NewEvent, event_row
+from cdcbox.producer.outbox import NewEvent, event_row
 from cdcbox.resources import resource_dir
 
 SHIPPED = resource_dir("schemas") / "avro"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from cdcbox.connect import check_connector_name
-from cdcbox.connectors import REDACTED, diff, load_specs, redact, render
+from cdcbox.connect.client import check_connector_name
+from cdcbox.connect.connectors import REDACTED, diff, load_specs, redact, render
 from cdcbox.errors import SpecError, UsageError
-from cdcbox.limit_checks import connector_limit_check
 from cdcbox.limits import EventLimits
+from cdcbox.ops.limit_checks import connector_limit_check
 from cdcbox.resources import resource_dir
 
 ENV = {

@@ -17,7 +17,7 @@ from cdcbox.cli.main import cli
 from cdcbox.consumer import ConsumerConfig
 from cdcbox.errors import ConfigError
 from cdcbox.fault_switches import FaultSwitches
-from cdcbox.kafka_security import KafkaSecurity
+from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.resources import resource_dir
 
 SETTINGS = Settings(dsn="dbname=x", bootstrap_servers="k:9092", connect_url=None, connect_auth=None)

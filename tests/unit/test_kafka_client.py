@@ -6,7 +6,7 @@ import pytest
 from kafka import errors as kafka_errors
 
 from cdcbox.errors import CdcboxError, CommitRefused, KafkaRequestError, KafkaUnavailable
-from cdcbox.kafka_client import KafkaSettings, _translated
+from cdcbox.kafka.client import KafkaSettings, _translated
 
 SETTINGS = KafkaSettings("127.0.0.1:1")
 

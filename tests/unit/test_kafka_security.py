@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from cdcbox.cli.common import settings
 from cdcbox.cli.main import cli
 from cdcbox.errors import ConfigError
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.kafka_security import KafkaSecurity, Secret, read_properties
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity, Secret, read_properties
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from cdcbox.errors import ConfigError, SchemaError, StackError, UsageError
 from cdcbox.ids import uuid7
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, event_row
+from cdcbox.ops.retention import InboxFloor, check_inbox_retention, parse_duration
+from cdcbox.producer.outbox import NewEvent, event_row
 from cdcbox.resources import resource_dir
-from cdcbox.retention import InboxFloor, check_inbox_retention, parse_duration
 from cdcbox.stack import runner
 from cdcbox.stack.config import StackConfig, StackVersions
 from cdcbox.stack.connect_worker import worker_properties

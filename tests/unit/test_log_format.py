@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
-from cdcbox import log_format
 from cdcbox.cli.main import cli
 from cdcbox.event import Event
+from cdcbox.telemetry import log_format
 
 pytestmark = pytest.mark.unit
 

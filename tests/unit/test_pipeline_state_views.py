@@ -11,9 +11,9 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from rich.console import Console
 
-from cdcbox.exporter import metrics_of
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.pipeline_state import (
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.observe.exporter import metrics_of
+from cdcbox.observe.pipeline_state import (
     ConnectorState,
     InboxCount,
     OutboxState,
@@ -21,8 +21,8 @@ from cdcbox.pipeline_state import (
     PipelineState,
     Sources,
 )
-from cdcbox.slots import SlotStatus
-from cdcbox.top_view import MAX_LAG_ROWS, frame
+from cdcbox.observe.top_view import MAX_LAG_ROWS, frame
+from cdcbox.ops.slots import SlotStatus
 
 SLOT = SlotStatus("cdcbox_outbox", "pgoutput", "logical", True, "0/1", "0/1", 2_097_152, "reserved")
 

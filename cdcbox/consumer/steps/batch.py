@@ -25,9 +25,9 @@ from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
-from cdcbox.inbox import Claim
-from cdcbox.parking import ParkedKey
-from cdcbox.version_guard import BatchVersions
+from cdcbox.stores.inbox import Claim
+from cdcbox.stores.parking import ParkedKey
+from cdcbox.stores.version_guard import BatchVersions
 
 log = logging.getLogger("cdcbox.consumer")
 

@@ -17,15 +17,15 @@ from typing import Any
 
 import psycopg
 
-from cdcbox import dlq
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
-from cdcbox.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.errors import PoisonRecord
 from cdcbox.event import Event
-from cdcbox.kafka_client import KafkaSettings
-from cdcbox.parking import Parking
+from cdcbox.kafka import dlq
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
+from cdcbox.stores.parking import Parking
 
 log = logging.getLogger("cdcbox.consumer")
 # A live event of an aggregate being replayed is put back behind the replayed copies at

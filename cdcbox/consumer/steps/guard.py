@@ -16,7 +16,7 @@ from cdcbox.consumer.config import GapPolicy
 from cdcbox.consumer.signals import RetryLater
 from cdcbox.consumer.stats import Outcome
 from cdcbox.event import Event
-from cdcbox.version_guard import GuardResult, VersionGuard
+from cdcbox.stores.version_guard import GuardResult, VersionGuard
 
 
 class GuardStep:

@@ -19,7 +19,7 @@ from cdcbox.consumer.payloads import check_payload_types, typed
 from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
 from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, header
-from cdcbox.parking import ParkedKey
+from cdcbox.stores.parking import ParkedKey
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import pipelined_transaction
 from cdcbox.event import Event
-from cdcbox.inbox import Claim
+from cdcbox.stores.inbox import Claim
 
 
 class RecordTransaction:

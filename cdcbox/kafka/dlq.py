@@ -18,9 +18,9 @@ import psycopg
 
 from cdcbox import wire
 from cdcbox.errors import CdcboxError, UsageError
-from cdcbox.kafka_client import Consumer, KafkaSettings, Producer, TopicPartition
+from cdcbox.kafka.client import Consumer, KafkaSettings, Producer, TopicPartition
 from cdcbox.names import DbNames
-from cdcbox.parking import ParkedKey, Parking
+from cdcbox.stores.parking import ParkedKey, Parking
 
 ERROR_HEADERS = (
     "cdcbox.error.type",

@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cdcbox.pipeline_state import PipelineState
+from cdcbox.observe.pipeline_state import PipelineState
 
 # The lag table shows the partitions furthest behind first, at most this many.
 MAX_LAG_ROWS = 12

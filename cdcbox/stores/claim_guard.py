@@ -14,9 +14,9 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.event import Event
-from cdcbox.inbox import Claim, Inbox, claim_row
 from cdcbox.names import DbNames
-from cdcbox.version_guard import GuardResult
+from cdcbox.stores.inbox import Claim, Inbox, claim_row
+from cdcbox.stores.version_guard import GuardResult
 
 
 class ClaimAndAdvance:

@@ -10,17 +10,16 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.check import Check
-from cdcbox.connect import ConnectClient
-from cdcbox.connectors import ConnectorSpec
+from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS, ConnectorSpec
 from cdcbox.errors import CdcboxError
-from cdcbox.kafka_client import Admin, KafkaSettings
-from cdcbox.kafka_security import KafkaSecurity
-from cdcbox.limit_checks import connector_limit_check, table_limit_check, topic_limit_checks
+from cdcbox.kafka.client import Admin, KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
-from cdcbox.slots import slot_status
-from cdcbox.stack.connect_worker import DEBEZIUM_POSTGRES_CLASS
+from cdcbox.ops.check import Check
+from cdcbox.ops.limit_checks import connector_limit_check, table_limit_check, topic_limit_checks
+from cdcbox.ops.slots import slot_status
 
 
 @dataclass(frozen=True)

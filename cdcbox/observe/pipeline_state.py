@@ -19,13 +19,13 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from cdcbox.connect import ConnectClient, tasks_by_id
+from cdcbox.connect.client import ConnectClient, tasks_by_id
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError
-from cdcbox.kafka_client import Admin, Consumer, KafkaSettings, TopicPartition
+from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
 from cdcbox.migrate import recorded_relay_mode
 from cdcbox.names import DbNames
-from cdcbox.slots import SlotStatus, slot_status
+from cdcbox.ops.slots import SlotStatus, slot_status
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from cdcbox.connect import ConnectClient
+from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.wal_peek import WalInsert, lsn_text, peek_inserts
 from cdcbox.errors import UsageError
-from cdcbox.kafka_client import KafkaSettings, Producer
+from cdcbox.kafka.client import KafkaSettings, Producer
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.relay.records import KafkaRecord, to_record
 from cdcbox.relay.store import OutboxRow, RelayStore
-from cdcbox.wal_peek import WalInsert, lsn_text, peek_inserts
 
 DEFAULT_TOPIC = "outbox.quarantine"
 HEADER_ERROR = "cdcbox.quarantine.error"

@@ -2,7 +2,7 @@
 and SQLAlchemy's `AsyncSession` on the psycopg dialect (`cdcbox[sqlalchemy]`).
 
 The same statement, the same validation and the same transaction check as
-`cdcbox.outbox.Outbox`, awaited: one INSERT, one round trip (none of its own inside a
+`cdcbox.producer.outbox.Outbox`, awaited: one INSERT, one round trip (none of its own inside a
 pipeline), and nothing is sent when the event or the transaction is wrong.
 """
 
@@ -19,7 +19,7 @@ from cdcbox.avro import Catalogue
 from cdcbox.errors import UsageError
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -60,7 +60,7 @@ async def session_connection(session: AsyncSession) -> psycopg.AsyncConnection[A
             f"an async engine, not a {type(raw).__name__} connection"
         )
     if raw.info.transaction_status == TransactionStatus.IDLE:
-        # As in cdcbox.sqlalchemy: the session has begun, psycopg's transaction not yet.
+        # As in cdcbox.producer.sqlalchemy: the session has begun, psycopg's transaction not yet.
         await raw.execute("SELECT 1")
     return raw
 

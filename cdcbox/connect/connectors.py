@@ -17,8 +17,11 @@ from typing import Any
 
 import yaml
 
-from cdcbox.connect import ConnectClient, check_connector_name
+from cdcbox.connect.client import ConnectClient, check_connector_name
 from cdcbox.errors import SpecError, UsageError
+
+# The connector class of every spec in connectors/ and the plugin `doctor` looks for.
+DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
 _VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
 _PLACEHOLDER = re.compile(r"\$\{[a-z][a-zA-Z0-9_-]*:[^}]+\}")

@@ -15,10 +15,8 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.errors import SchemaError, UsageError
+from cdcbox.errors import UsageError
 from cdcbox.names import DbNames
-
-PLUGIN = "pgoutput"
 
 
 @dataclass(frozen=True)
@@ -42,37 +40,6 @@ def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
             "wal_status FROM pg_replication_slots ORDER BY slot_name"
         ).fetchall()
     return [SlotStatus(*r) for r in rows]
-
-
-def ensure_slot(conn: psycopg.Connection[Any], name: str) -> bool:
-    """Create logical slot `name` (pgoutput) unless it exists; True when created now.
-
-    Guarantee: every outbox row committed after this returns is retained for the
-    connector that later streams from the slot, however late it is first applied.
-    """
-    with conn.transaction():
-        row = conn.execute(
-            "SELECT plugin FROM pg_replication_slots WHERE slot_name = %s", (name,)
-        ).fetchone()
-    if row is not None:
-        if row[0] != PLUGIN:
-            raise SchemaError(
-                f"replication slot {name!r} exists with plugin {row[0]!r}, not {PLUGIN}"
-            )
-        return False
-    try:
-        # Its own transaction: PostgreSQL refuses to create a logical slot in a
-        # transaction that has written anything.
-        with conn.transaction():
-            conn.execute("SELECT pg_create_logical_replication_slot(%s, %s)", (name, PLUGIN))
-    except psycopg.errors.InsufficientPrivilege as e:
-        raise UsageError(
-            f"cannot create replication slot {name!r}: the migrating role lacks REPLICATION "
-            "(grant it, or pass --no-slot and let the connector create the slot)"
-        ) from e
-    except psycopg.errors.DuplicateObject:
-        return False  # a concurrent migrate created it first
-    return True
 
 
 def unpublished_inserts(conn: psycopg.Connection[Any], name: str, publication: str) -> int:

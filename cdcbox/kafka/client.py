@@ -21,7 +21,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from cdcbox.errors import CommitRefused, EventsGone, KafkaRequestError, KafkaUnavailable
-from cdcbox.kafka_security import KafkaSecurity
+from cdcbox.kafka.security import KafkaSecurity
 
 __all__ = [
     "Admin",

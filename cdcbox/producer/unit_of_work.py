@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import psycopg
 
-from cdcbox.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox
 
 _recording_order = itertools.count()  # one sequence for every aggregate of the process
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.check import Check
-from cdcbox.connectors import ConnectorSpec
-from cdcbox.kafka_client import Admin, KafkaSettings
+from cdcbox.connect.connectors import ConnectorSpec
+from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.limits import KAFKA_DEFAULT_MAX_REQUEST_SIZE, EventLimits
 from cdcbox.migrate import recorded_payload_limit
 from cdcbox.names import DbNames
+from cdcbox.ops.check import Check
 
 _SETTING = "CDCBOX_MAX_PAYLOAD_BYTES / --max-payload-bytes"
 

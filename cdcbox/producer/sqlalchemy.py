@@ -18,8 +18,8 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.orm import Session
 
 from cdcbox.errors import UsageError
-from cdcbox.outbox import NewEvent, Outbox
-from cdcbox.unit_of_work import AggregateRoot, RecordedEvents
+from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.producer.unit_of_work import AggregateRoot, RecordedEvents
 
 
 def psycopg_connection(session: Session) -> psycopg.Connection[Any]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cdcbox.errors import UsageError
-from cdcbox.kafka_client import Admin, Consumer, KafkaSettings, TopicPartition
+from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
 
 
 @dataclass(frozen=True)

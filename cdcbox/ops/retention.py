@@ -18,10 +18,10 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.errors import UsageError
-from cdcbox.kafka_client import KafkaSettings
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.topics import topic_retention
 from cdcbox.migrate import RelayMode, recorded_relay_mode
 from cdcbox.names import DbNames
-from cdcbox.topics import topic_retention
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -33,26 +33,6 @@ def parse_duration(text: str) -> timedelta:
     if not parts or "".join(a + b for a, b in parts) != text.replace(" ", ""):
         raise UsageError(f"{text!r} is not a duration like 7d, 12h, 30m or 1w2d")
     return sum((timedelta(**{_UNITS[u]: int(n)}) for n, u in parts), timedelta())
-
-
-@dataclass(frozen=True)
-class OutboxStats:
-    by_status: dict[str, int]
-    oldest_pending_age_s: float | None
-    dead: int
-
-
-def outbox_stats(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> OutboxStats:
-    with conn.transaction():
-        rows = conn.execute(
-            sql.SQL(
-                "SELECT status, count(*), extract(epoch FROM (now() AT TIME ZONE 'UTC') - "
-                "min(created_at)) FROM {} GROUP BY status"
-            ).format(names.table("outbox"))
-        ).fetchall()
-    by_status = {s: int(n) for s, n, _ in rows}
-    pending_age = next((float(a) for s, _, a in rows if s == "PENDING"), None)
-    return OutboxStats(by_status, pending_age, by_status.get("DEAD", 0))
 
 
 def inbox_stats(

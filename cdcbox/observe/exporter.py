@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from cdcbox.http_metrics import serve
-from cdcbox.pipeline_state import OutboxState, PipelineState, Sources, read_state
+from cdcbox.observe.pipeline_state import OutboxState, PipelineState, Sources, read_state
+from cdcbox.telemetry.http_metrics import serve
 
 SOURCES = ("postgres", "kafka", "connect")
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cdcbox.kafka_client import Admin, KafkaSettings
+from cdcbox.kafka.client import Admin, KafkaSettings
 
 KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
 

@@ -1,0 +1,152 @@
+"""The package's layers, read from its imports: top (cli, testing) → services (consumer,
+relay, ops, observe, stack) → adapters and stores (producer, stores, kafka, connect,
+telemetry) → the shared core at the top of `cdcbox/`. No import runs upwards, packages of
+one layer import each other without a cycle, no module imports itself back, and the
+modules' old top-level paths still import, with a deprecation warning."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import cdcbox
+
+pytestmark = pytest.mark.unit
+
+PACKAGE = Path(cdcbox.__file__).parent
+CORE = {
+    "errors", "wire", "event", "names", "ids", "db", "migrate", "avro", "limits",
+    "resources", "fault_switches",
+}  # fmt: skip
+LAYERS = {
+    "cli": 3, "testing": 3,
+    "consumer": 2, "relay": 2, "ops": 2, "observe": 2, "stack": 2,
+    "producer": 1, "stores": 1, "kafka": 1, "connect": 1, "telemetry": 1,
+}  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every cdcbox module `path` imports, at the top, in a function or under TYPE_CHECKING."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cdcbox"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("cdcbox"))
+    return found
+
+
+def group_of(module: str) -> str:
+    """'cdcbox.consumer.steps.route' → 'consumer'; a core module (or the root) → 'core'."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "core"
+
+
+def rank(module: str) -> int:
+    return LAYERS.get(group_of(module), 0)
+
+
+GRAPH = {m: imported_modules(p) - {m} for m, p in MODULES.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_only_the_shared_core_sits_at_the_top_of_the_package() -> None:
+    top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert top == CORE
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert packages == set(LAYERS)
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one() -> None:
+    upward = [
+        f"{importer} ({group_of(importer)}) imports {imported} ({group_of(imported)})"
+        for importer, imports in GRAPH.items()
+        for imported in imports
+        if rank(imported) > rank(importer)
+    ]
+    assert upward == []
+
+
+def test_packages_import_each_other_without_a_cycle() -> None:
+    between: dict[str, set[str]] = defaultdict(set)
+    for importer, imports in GRAPH.items():
+        for imported in imports:
+            a, b = group_of(importer), group_of(imported)
+            if a != b and "core" not in (a, b):
+                between[a].add(b)
+    assert find_cycle(between) is None
+
+
+def test_no_module_imports_itself_back() -> None:
+    # Faces (__init__) re-export their modules, which import siblings by full path: that
+    # is not a cycle of the code, so the face's edges to its own modules are left out.
+    graph = {m: {i for i in imports if not i.startswith(m + ".")} for m, imports in GRAPH.items()}
+    assert find_cycle(graph) is None
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    # The check above would pass vacuously if it read no imports: it must see this one.
+    assert "cdcbox.kafka.client" in GRAPH["cdcbox.consumer.runner"]
+    assert rank("cdcbox.cli.main") > rank("cdcbox.consumer.runner") > rank("cdcbox.stores.inbox")
+    assert rank("cdcbox.stores.inbox") > rank("cdcbox.wire")
+
+
+@pytest.mark.parametrize("old", sorted(cdcbox.MOVED_MODULES))
+def test_an_old_import_path_still_works_with_a_deprecation_warning(old: str) -> None:
+    new = importlib.import_module(cdcbox.MOVED_MODULES[old])
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=cdcbox.MOVED_MODULES[old].replace(".", r"\.")):
+        module = importlib.import_module(old)
+    public = [n for n in vars(new) if not n.startswith("_")]
+    assert public
+    for name in public:
+        assert getattr(module, name) is getattr(new, name)
+
+
+def test_the_old_spellings_of_the_connect_client_warn() -> None:
+    from cdcbox.connect import client
+
+    with pytest.warns(DeprecationWarning, match=r"cdcbox\.connect\.client\.tasks_by_id"):
+        from cdcbox.connect import tasks_by_id
+    assert tasks_by_id is client.tasks_by_id
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from cdcbox.connect import ConnectClient  # the face's own name: no warning
+    assert ConnectClient is client.ConnectClient
