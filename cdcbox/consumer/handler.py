@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from cdcbox import wire
+from cdcbox.consumer.signals import SkipEvent
 from cdcbox.event import Event
 
 
@@ -59,3 +60,19 @@ class Handler:
     @classmethod
     def subscribed_topics(cls) -> tuple[str, ...]:
         return tuple(cls.topics) + tuple(wire.topic_for(a) for a in cls.aggregate_types)
+
+
+class NoHandler(Handler):
+    """Stands in for a consumer that has no handler for an event of its topic, where the
+    event must still go the handled way (its aggregate is parked for that consumer, or it
+    is a copy replayed for it): the consumer records it as skipped, its version consumed
+    in order, and the park released when it was the last held event."""
+
+    event_types = frozenset()
+
+    def __init__(self, consumer_name: str, event_type: str) -> None:
+        self.consumer_name = consumer_name  # type: ignore[misc]
+        self.reason = f"no handler of {consumer_name} takes event type {event_type!r}"
+
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        raise SkipEvent(self.reason)

@@ -25,7 +25,7 @@ from typing import Any
 from cdcbox import wire
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
-from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.handler import Handler, NoHandler
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.batch import BatchTransaction
 from cdcbox.consumer.steps.dead_letter import DeadLetterStep
@@ -35,7 +35,7 @@ from cdcbox.consumer.steps.route import Routed, Router, Undecodable, Unroutable
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
-from cdcbox.event import header
+from cdcbox.event import Event, header
 from cdcbox.kafka.dlq import DeadLetterPublisher
 
 
@@ -80,18 +80,37 @@ class RecordPipeline:
 
     def process(self, connection: ConnectionSource, record: Any) -> None:
         """One record, one transaction per handler taking it (and their retries)."""
-        for routed in self._route(connection, record):
+        passing, unhandled = self._route(connection, record)
+        if unhandled is not None:
+            self.transaction.consume_unhandled(connection(), *unhandled)
+        for routed in passing:
             self._apply_one(connection, routed)
 
     def process_batch(self, connection: ConnectionSource, records: list[Any]) -> None:
         """A poll batch in one transaction; what it could not apply goes record by record.
         A batch holding replayed copies goes record by record: whether a copy may pass its
-        aggregate's park depends on the records before it having been applied."""
+        aggregate's park depends on the records before it having been applied. A record
+        no handler of a consumer takes advances that consumer's version only after the
+        batch's earlier records of its aggregate are applied, so it never makes them stale.
+        """
         if any(header(record, wire.HEADER_REPLAY_FOR) is not None for record in records):
             for record in records:
                 self.process(connection, record)
             return
-        routed = [r for record in records for r in self._route(connection, record)]
+        pending: list[Routed] = []
+        for record in records:
+            passing, unhandled = self._route(connection, record)
+            if unhandled is not None:
+                event, consumers = unhandled
+                if any(r.parked_key in _keys(event, consumers) for r in pending):
+                    self._apply_batch(connection, pending)
+                    pending = []
+                self.transaction.consume_unhandled(connection(), event, consumers)
+            pending += passing
+        if pending:
+            self._apply_batch(connection, pending)
+
+    def _apply_batch(self, connection: ConnectionSource, routed: list[Routed]) -> None:
         started = time.perf_counter()
         result = self.batch.apply(connection(), self._distinct(routed))
         # Each record's time is its batch's: none of them is committed before all are.
@@ -111,19 +130,30 @@ class RecordPipeline:
             else:
                 self._apply_one(connection, r)
 
-    def _route(self, connection: ConnectionSource, record: Any) -> list[Routed]:
-        """Steps 1 and 2; what ends here is counted here, the rest is returned."""
+    def _route(
+        self, connection: ConnectionSource, record: Any
+    ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
+        """Steps 1 and 2; what ends here is counted here. Returns the records to apply,
+        and the consumers of the record's topic that take none of it and only need its
+        version consumed (the caller does that, in order with the records to apply)."""
         routed = self.router.route(record)
         if isinstance(routed, Unroutable):
+            self.stats.count(routed.outcome, self.group_id)
             if routed.error is not None:
                 self.dead_letter.publish(record, routed.event, None, routed.error, attempts=0)
-            elif routed.event is not None:
-                consumers = self._consumers_of_topic.get(record.topic, [])
-                self.transaction.consume_unhandled(connection(), routed.event, consumers)
-            self.stats.count(routed.outcome, self.group_id)
-            return []
+                return [], None
+            if routed.event is None:
+                return [], None
+            event, taken_by = routed.event, set()
+            candidates: list[Routed | Undecodable] = []
+        else:
+            first = routed[0]
+            event = (first if isinstance(first, Routed) else first.routed).event
+            taken_by = {(r if isinstance(r, Routed) else r.routed).consumer for r in routed}
+            candidates = list(routed)
+        skipped, unhandled = self._not_taken(record, event, taken_by)
         passing: list[Routed] = []
-        for r in routed:
+        for r in [*candidates, *skipped]:
             if isinstance(r, Undecodable):
                 self.dead_letter.give_up(connection, r.routed, r.error, attempts=0)
                 self.stats.count(Outcome.DEAD_LETTERED, r.routed.consumer)
@@ -131,7 +161,36 @@ class RecordPipeline:
                 self.stats.count(Outcome.PARKED, r.consumer)
             else:
                 passing.append(r)
-        return passing
+        return passing, unhandled
+
+    def _not_taken(
+        self, record: Any, event: Event, taken_by: set[str]
+    ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
+        """The consumers of `record`'s topic that take none of `event`: every event
+        consumes its version for each of them, or `hold` would wait for it forever.
+
+        Where the aggregate may be parked for a consumer (or the record is a copy replayed
+        for it), the version must not move past the parked event: the record then goes
+        the way of a handled one (parked gate, inbox, guard) to a handler that skips it,
+        so it follows the park to the dead letters and is consumed in order on replay.
+        The others only need their version advanced: returned for the caller to do."""
+        if event.aggregate_version is None:
+            return [], None
+        others = [c for c in self._consumers_of_topic.get(record.topic, []) if c not in taken_by]
+        replay_for = header(record, wire.HEADER_REPLAY_FOR)
+        if replay_for is not None:
+            # A replayed copy is for one consumer; the others consumed the original.
+            others = [c for c in others if c.encode() == replay_for]
+        parked = self.dead_letter.park_aggregates and self.dead_letter.parking.might_be_parked
+        slow = [
+            c
+            for c in others
+            if replay_for is not None
+            or (parked and parked((c, event.aggregate_type, event.aggregate_id)))
+        ]
+        fast = [c for c in others if c not in slow]
+        skipped = [Routed.of(record, event, NoHandler(c, event.event_type)) for c in slow]
+        return skipped, ((event, fast) if fast else None)
 
     def _replay_tripped(self, connection: ConnectionSource, consumer: str, since: Any) -> None:
         """The breaker closed: replay what this process's partitions dead-lettered while
@@ -156,3 +215,7 @@ class RecordPipeline:
                 seen.add(key)
                 unique.append(r)
         return unique
+
+
+def _keys(event: Event, consumers: list[str]) -> set[tuple[str, str, str]]:
+    return {(c, event.aggregate_type, event.aggregate_id) for c in consumers}
