@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 from sqlalchemy import event as sa_event
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 from cdcbox.errors import UsageError
 from cdcbox.producer.outbox import NewEvent, Outbox
@@ -43,14 +43,26 @@ def append(session: Session, event: NewEvent, outbox: Outbox | None = None) -> u
 
 
 class SessionEvents:
-    """Domain events of one session, appended right before each of its commits."""
+    """Domain events of one session, appended right before each of its commits.
+
+    A rollback forgets the events recorded in what it rolled back, and gives their
+    aggregates back the versions they took: all of them for the session's transaction
+    (a failed append included), only those recorded inside it for a SAVEPOINT
+    (`begin_nested`).
+    """
 
     def __init__(self, session: Session, outbox: Outbox | None = None) -> None:
         self.session = session
         self.outbox = outbox or Outbox()
         self.events = RecordedEvents()
+        # Where each open SAVEPOINT began in the recording order; one already open when
+        # this object was made began, for its events, here.
+        self._savepoints: dict[int, int] = {}
+        self._made_at = self.events.mark()
         sa_event.listen(session, "before_commit", self._before_commit)
-        sa_event.listen(session, "after_rollback", self._after_rollback)
+        sa_event.listen(session, "after_commit", self._after_commit)
+        sa_event.listen(session, "after_transaction_create", self._after_transaction_create)
+        sa_event.listen(session, "after_soft_rollback", self._after_soft_rollback)
 
     def track(self, *aggregates: AggregateRoot) -> None:
         self.events.track(*aggregates)
@@ -64,5 +76,15 @@ class SessionEvents:
         if pending:
             self.outbox.append_many(psycopg_connection(session), pending)
 
-    def _after_rollback(self, session: Session) -> None:
-        self.events.discard()
+    def _after_commit(self, session: Session) -> None:
+        self.events.settled()
+
+    def _after_transaction_create(self, session: Session, transaction: SessionTransaction) -> None:
+        if transaction.nested:
+            self._savepoints[id(transaction)] = self.events.mark()
+
+    def _after_soft_rollback(self, session: Session, previous: SessionTransaction) -> None:
+        if previous.nested:
+            self.events.discard(after=self._savepoints.pop(id(previous), self._made_at))
+        else:
+            self.events.discard()

@@ -65,11 +65,14 @@ class AggregateRoot:
 
 @dataclass
 class RecordedEvents:
-    """The events of one transaction not written yet: those of the tracked aggregates
-    and those published directly, in recording order."""
+    """The events of one transaction: those of the tracked aggregates and those published
+    directly, in recording order. An event taken for the append stays remembered until
+    the transaction settles, so a rollback (of the transaction, of a savepoint, or of a
+    failed append) gives each aggregate back exactly the versions its lost events took."""
 
     _aggregates: list[AggregateRoot] = field(default_factory=list)
     _published: list[_Recorded] = field(default_factory=list)
+    _taken: list[tuple[AggregateRoot | None, _Recorded]] = field(default_factory=list)
 
     def track(self, *aggregates: AggregateRoot) -> None:
         for aggregate in aggregates:
@@ -80,15 +83,22 @@ class RecordedEvents:
         self._published.append(_Recorded(next(_recording_order), event))
 
     def take(self) -> list[NewEvent]:
-        """Every pending event in recording order; they are no longer pending."""
-        pending = sorted(
-            [*self._published, *(r for a in self._aggregates for r in a._pending)],
-            key=lambda r: r.seq,
-        )
+        """Every pending event in recording order, to be appended now; no longer pending,
+        but given back by `discard` until `settled`."""
+        pending: list[tuple[AggregateRoot | None, _Recorded]] = [
+            *((None, r) for r in self._published),
+            *((a, r) for a in self._aggregates for r in a._pending),
+        ]
+        pending.sort(key=lambda item: item[1].seq)
+        self._taken += pending
         self._published.clear()
         for aggregate in self._aggregates:
             aggregate._pending.clear()
-        return [r.event for r in pending]
+        return [r.event for _, r in pending]
+
+    def settled(self) -> None:
+        """The transaction committed: what was taken is written for good."""
+        self._taken.clear()
 
     @staticmethod
     def mark() -> int:
@@ -96,13 +106,17 @@ class RecordedEvents:
         return next(_recording_order)
 
     def discard(self, after: int = -1) -> None:
-        """Forget what was recorded after `mark` (everything by default), giving the
-        aggregates back the versions those events took."""
+        """Forget what was recorded after `mark` (everything by default), taken or not,
+        giving the aggregates back the versions those events took."""
         self._published = [r for r in self._published if r.seq <= after]
         for aggregate in self._aggregates:
             dropped = [r for r in aggregate._pending if r.seq > after]
             aggregate._pending = [r for r in aggregate._pending if r.seq <= after]
             aggregate.version -= len(dropped)
+        for owner, recorded in self._taken:
+            if owner is not None and recorded.seq > after:
+                owner.version -= 1
+        self._taken = [(a, r) for a, r in self._taken if r.seq <= after]
 
 
 class UnitOfWork:
@@ -139,7 +153,13 @@ class UnitOfWork:
                 raise
         else:
             self.events.discard()
-        return bool(self._transaction.__exit__(kind, error, tb))
+        try:
+            return bool(self._transaction.__exit__(kind, error, tb))
+        except BaseException:
+            self.events.discard()  # COMMIT itself failed: nothing was written
+            raise
+        finally:
+            self.events.settled()
 
     def flush(self) -> None:
         """Append every pending event now (still inside the transaction), in recording

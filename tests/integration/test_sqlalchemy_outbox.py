@@ -12,6 +12,7 @@ import pytest
 from psycopg import sql
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cdcbox.errors import SchemaError
@@ -93,3 +94,49 @@ def test_a_failing_append_fails_the_commit_and_keeps_the_business_rows_out(
             session.commit()
         session.rollback()
     assert outbox_and_orders(database, names) == ([], 0)
+
+
+def duplicate_in_a_savepoint(session: Session, order: Order) -> None:
+    with session.begin_nested():
+        order.record("Duplicated", {})
+        session.execute(text("INSERT INTO orders VALUES ('s')"))
+
+
+def test_a_rolled_back_savepoint_forgets_only_its_own_events(
+    database: str, names: DbNames, engine: Engine
+) -> None:
+    """Audit 26, case 4: SQLAlchemy ends a SAVEPOINT with a rollback event too; the events
+    recorded before it must still be appended at commit."""
+    order = Order("s")
+    with Session(engine) as session:
+        events = SessionEvents(session, Outbox(names))
+        events.track(order)
+        session.execute(text("INSERT INTO orders VALUES ('s')"))
+        order.record("Placed", {})
+        with pytest.raises(IntegrityError):  # the caller swallows it
+            duplicate_in_a_savepoint(session, order)
+        order.record("Paid", {})
+        session.commit()
+    assert outbox_and_orders(database, names) == ([("s", 1, "Placed"), ("s", 2, "Paid")], 1)
+    assert order.version == 2
+
+
+def test_a_failing_append_gives_the_aggregate_its_versions_back(
+    database: str, names: DbNames, engine: Engine
+) -> None:
+    """Audit 26, case 5: a retry after a failed commit continues at the loaded version."""
+    order = Order("v", version=3)
+    with Session(engine) as session:
+        events = SessionEvents(session, Outbox(names))
+        events.track(order)
+        order.record("Paid", {})
+        events.publish(NewEvent("bad type", "v", "Created", {}))
+        with pytest.raises(SchemaError):
+            session.commit()
+        session.rollback()
+    assert order.version == 3
+    with Session(engine) as session:
+        SessionEvents(session, Outbox(names)).track(order)
+        order.record("Paid", {})
+        session.commit()
+    assert outbox_and_orders(database, names) == ([("v", 4, "Paid")], 0)

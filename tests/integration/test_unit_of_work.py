@@ -124,3 +124,24 @@ def test_a_rolled_back_savepoint_takes_its_events_and_versions_with_it(
     events, orders = written(database, names)
     assert events == [("e", 1, "OrderPaid"), ("e", 2, "OrderPaid")]  # the undone one gone
     assert orders == 0
+
+
+def test_a_failing_append_gives_the_aggregate_its_versions_back(
+    database: str, names: DbNames
+) -> None:
+    """Audit 26, case 5: retrying the same aggregate after a failed append leaves no gap."""
+    order = Order("g", version=7)
+
+    def transaction(conn: psycopg.Connection[Any], bad: bool) -> None:
+        with UnitOfWork(conn, Outbox(names)) as uow:
+            uow.track(order)
+            order.pay(1)
+            if bad:
+                uow.publish(NewEvent("bad type", "g", "Created", {}))
+
+    with psycopg.connect(database) as conn:
+        with pytest.raises(SchemaError):
+            transaction(conn, bad=True)
+        assert order.version == 7 and order.pending_events == []
+        transaction(conn, bad=False)
+    assert written(database, names) == ([("g", 8, "OrderPaid")], 0)
