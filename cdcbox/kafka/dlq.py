@@ -225,14 +225,17 @@ def _check_replayable(letters: list[DeadLetter]) -> None:
 def republish(
     producer: Producer, letters: list[DeadLetter], progress: Callable[[int], None] = lambda n: None
 ) -> int:
-    """Send each letter back to its original topic as a replayed copy (one event id once),
-    awaiting each acknowledgement, in the order given."""
-    seen: set[str] = set()
+    """Send each letter back to its original topic as a copy addressed to the consumer
+    that dead-lettered it, awaiting each acknowledgement, in the order given. One event
+    dead-lettered by two consumers is two letters and two copies; the same consumer's
+    letter twice (published again after a failed record) is one copy."""
+    seen: set[tuple[str, str]] = set()
     for letter in letters:
-        if letter.event_id in seen:
+        consumer = letter.header("cdcbox.consumer")
+        if (letter.event_id, consumer) in seen:
             continue
-        seen.add(letter.event_id)
-        headers = replay_headers(letter.headers, letter.header("cdcbox.consumer"), hops=0)
+        seen.add((letter.event_id, consumer))
+        headers = replay_headers(letter.headers, consumer, hops=0)
         producer.send(
             letter.original_topic, key=letter.key, value=letter.value, headers=headers
         ).get(timeout=30)
