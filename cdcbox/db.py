@@ -33,11 +33,35 @@ def connect(
     try:
         return psycopg.connect(dsn, autocommit=autocommit, application_name="cdcbox", **extra)
     except psycopg.ProgrammingError as e:
-        raise ConfigError(f"the PostgreSQL DSN is malformed: {' '.join(str(e).split())}") from e
+        detail = _without(" ".join(str(e).split()), dsn)
+        raise ConfigError(f"the PostgreSQL DSN is malformed: {detail}") from e
     except psycopg.OperationalError as e:
-        host = dsn.split("@")[-1].split("?")[0]
-        detail = " ".join(str(e).split())  # libpq's message spans lines
-        raise ServiceUnavailable(f"PostgreSQL at {host} is unreachable: {detail}".strip()) from e
+        detail = _without(" ".join(str(e).split()), dsn)  # libpq's message spans lines
+        raise ServiceUnavailable(
+            f"PostgreSQL at {describe_dsn(dsn)} is unreachable: {detail}".strip()
+        ) from e
+
+
+def describe_dsn(dsn: str) -> str:
+    """`user@host:port/dbname` of a DSN in either syntax: what locates the server, never
+    its password (or any other option). Every message that names a database uses this."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "a malformed DSN"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    port = f":{parts['port']}" if parts.get("port") else ""
+    dbname = f"/{parts['dbname']}" if parts.get("dbname") else ""
+    return f"{user}{parts.get('host') or 'localhost'}{port}{dbname}"
+
+
+def _without(message: str, dsn: str) -> str:
+    """`message` with the DSN's password blanked, should a driver ever quote it."""
+    try:
+        password = psycopg.conninfo.conninfo_to_dict(dsn).get("password")
+    except psycopg.ProgrammingError:
+        password = None
+    return message.replace(str(password), "***") if password else message
 
 
 class Reconnecting:
