@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -15,6 +16,32 @@ LogFormat = Literal["text", "json"]
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EVENT_FIELDS = ("event_id", "aggregate_type", "aggregate_id", "trace_id")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+# A password-like key and its quoted or bare value, as a dict's repr or key=value prints
+# them: kafka-python logs its admin client's whole configuration at DEBUG.
+_SECRET_VALUE = re.compile(
+    r"""(?P<key>['"]?\w*(?:password|secret|token)\w*['"]?\s*[:=]\s*)"""
+    r"""(?P<value>'[^']*'|"[^"]*"|[^\s,;}&]+)""",
+    re.IGNORECASE,
+)
+
+
+def redact(message: str) -> str:
+    """`message` with the value of every password-, secret- or token-named setting
+    replaced by `***`."""
+    return _SECRET_VALUE.sub(lambda m: f"{m['key']}'***'", message)
+
+
+class RedactSecrets(logging.Filter):
+    """On the handler, so it covers every logger, kafka-python's included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,10 +62,12 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure(level: str = "INFO", fmt: LogFormat = "text") -> None:
-    """Log to stderr at `level`. kafka-python's own INFO lines (connections, metadata,
-    rebalances) stay off unless `level` is DEBUG: they drown cdcbox's."""
+    """Log to stderr at `level`, every secret-named setting blanked (`redact`).
+    kafka-python's own INFO lines (connections, metadata, rebalances) stay off unless
+    `level` is DEBUG: they drown cdcbox's."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(RedactSecrets())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

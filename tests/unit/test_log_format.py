@@ -12,7 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from cdcbox.cli.main import cli
+from cdcbox.errors import CdcboxError
 from cdcbox.event import Event
+from cdcbox.kafka.client import Admin, KafkaSettings
+from cdcbox.kafka.security import KafkaSecurity, Secret
 from cdcbox.telemetry import log_format
 
 pytestmark = pytest.mark.unit
@@ -68,3 +71,19 @@ def test_an_unknown_log_format_is_refused_by_name() -> None:
     result = CliRunner().invoke(cli, ["relay", "run", "--log-format", "xml"])
     assert result.exit_code == 2
     assert "--log-format" in result.output
+
+
+def test_debug_logging_never_prints_a_kafka_password(capsys: pytest.CaptureFixture[str]) -> None:
+    """Audit 26, case 12: at DEBUG kafka-python logs its admin client's whole configuration,
+    SASL password included; the log configuration blanks every password it carries."""
+    secret = "hunter2-sasl"
+    security = KafkaSecurity(
+        protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", username="app", password=Secret(secret)
+    )
+    settings = KafkaSettings("127.0.0.1:1", request_timeout_ms=600, security=security)
+    log_format.configure("DEBUG", "text")
+    with pytest.raises(CdcboxError):
+        Admin(settings, api_version_auto_timeout_ms=300).close()
+    err = capsys.readouterr().err
+    assert "sasl_plain_password" in err  # kafka-python did log its configuration
+    assert secret not in err
