@@ -83,10 +83,16 @@ def _text(headers: dict[str, bytes | None], name: str, required: bool) -> str | 
             raise PoisonRecord(f"missing header {name!r}")
         return None
     try:
-        return raw.decode()
+        text = raw.decode()
     except UnicodeDecodeError as e:
         raise PoisonRecord(f"header {name!r} is not UTF-8") from e
+    if "\x00" in text:
+        raise PoisonRecord(f"header {name!r} holds a NUL byte, which PostgreSQL cannot store")
+    return text
 
+
+# The largest aggregate version the consumer's tables (bigint) can hold.
+MAX_VERSION = 2**63 - 1
 
 PayloadDecoder = Callable[[str, str, bytes], Any]  # (content type, event type, value)
 
@@ -98,7 +104,7 @@ def decode_payload(content_type: str, event_type: str, value: bytes) -> Any:
     if content_type == wire.CONTENT_TYPE_JSON:
         try:
             return json.loads(value)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
             raise PoisonRecord(f"value is not valid JSON: {e}") from e
     return value
 
@@ -115,12 +121,20 @@ def decode(record: Any, payload_decoder: PayloadDecoder = decode_payload) -> Eve
     aggregate_type = _text(headers, wire.HEADER_AGGREGATE_TYPE, required=True)
     if record.key is None:
         raise PoisonRecord("record has no key (the aggregate id)")
+    if b"\x00" in record.key:
+        raise PoisonRecord(
+            "the key (the aggregate id) holds a NUL byte, which PostgreSQL cannot store"
+        )
     version_text = _text(headers, wire.HEADER_AGGREGATE_VERSION, required=False)
     try:
         version = int(version_text) if version_text else None
         version = version or None  # 0 is the contract's "unversioned"
     except ValueError as e:
         raise PoisonRecord(f"header 'aggregate_version' is not an integer: {version_text!r}") from e
+    if version is not None and not 0 < version <= MAX_VERSION:
+        raise PoisonRecord(
+            f"header 'aggregate_version' is {version}, outside 0..{MAX_VERSION} (a bigint)"
+        )
     occurred_text = _text(headers, wire.HEADER_OCCURRED_AT, required=False)
     try:
         occurred_at = datetime.fromisoformat(occurred_text) if occurred_text else None

@@ -42,7 +42,7 @@ def typed(payload_type: type, payload: Any, event_type: str) -> Any:
     if _is_pydantic(payload_type):
         try:
             return payload_type.model_validate(payload)  # type: ignore[attr-defined]
-        except ValueError as e:  # pydantic's ValidationError is a ValueError
+        except (ValueError, TypeError, AssertionError) as e:  # a validator's own errors too
             raise PoisonRecord(f"{what}: {' '.join(str(e).split())[:500]}") from e
     if not isinstance(payload, dict):
         raise PoisonRecord(f"{what}: a JSON object is needed, not {type(payload).__name__}")
@@ -64,7 +64,10 @@ def typed(payload_type: type, payload: Any, event_type: str) -> Any:
         expected = hints.get(name)
         if expected in _PLAIN and not _is_instance(value, expected):
             raise PoisonRecord(f"{what}: {name} must be {expected.__name__}")
-    return payload_type(**payload)
+    try:
+        return payload_type(**payload)
+    except (ValueError, TypeError, AssertionError) as e:  # its own __post_init__ check
+        raise PoisonRecord(f"{what}: {e}") from e
 
 
 def _is_instance(value: Any, expected: type) -> bool:

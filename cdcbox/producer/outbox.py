@@ -20,6 +20,7 @@ from psycopg.pq import TransactionStatus
 
 from cdcbox.avro import Catalogue
 from cdcbox.errors import SchemaError, UsageError
+from cdcbox.event import MAX_VERSION
 from cdcbox.ids import uuid7
 from cdcbox.limits import AGGREGATE_TYPE, FIELD_MAX_BYTES, EventLimits
 from cdcbox.names import DbNames
@@ -67,6 +68,14 @@ def encode_json(payload: Any, what: str) -> bytes:
         raise SchemaError(f"{what}: payload is not JSON-serialisable: {e}") from e
 
 
+def check_json(payload: bytes, what: str) -> None:
+    """Bytes declared JSON must decode as consumers decode them, or none of them could."""
+    try:
+        json.loads(payload)
+    except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
+        raise SchemaError(f"{what}: payload declared {CONTENT_TYPE_JSON} is not JSON: {e}") from e
+
+
 def event_row(
     event: NewEvent, schemas: Catalogue | None = None, limits: EventLimits = EventLimits()
 ) -> tuple[Any, ...]:
@@ -77,6 +86,11 @@ def event_row(
         value = getattr(event, field_name)
         if not isinstance(value, str) or not value:
             raise SchemaError(f"{what}: {field_name} is required (a non-empty string)")
+    for field_name in ("aggregate_id", "event_type", "trace_id"):
+        if "\x00" in (getattr(event, field_name) or ""):
+            raise SchemaError(
+                f"{what}: {field_name} holds a NUL byte, which PostgreSQL cannot store"
+            )
     if not AGGREGATE_TYPE.fullmatch(event.aggregate_type):
         raise SchemaError(
             f"{what}: aggregate_type may hold only letters, digits, '.', '_', "
@@ -91,16 +105,20 @@ def event_row(
             f"{what}: aggregate types ending in {DLQ_SUFFIX!r} are reserved for dead-letter topics"
         )
     if event.aggregate_version is not None and (
-        not isinstance(event.aggregate_version, int) or event.aggregate_version < 0
+        not isinstance(event.aggregate_version, int)
+        or not 0 <= event.aggregate_version <= MAX_VERSION
     ):
-        raise SchemaError(f"{what}: aggregate_version must be a non-negative integer")
+        raise SchemaError(
+            f"{what}: aggregate_version must be an integer from 0 to {MAX_VERSION} (a bigint)"
+        )
     content_type = event.content_type
     encoded = None
-    if schemas is not None and not isinstance(event.payload, bytes | bytearray | memoryview):
+    pre_encoded = isinstance(event.payload, bytes | bytearray | memoryview)
+    if schemas is not None and not pre_encoded:
         encoded = schemas.encode(event.event_type, event.payload)  # validates, raises first
     if encoded is not None:
         payload, content_type = encoded
-    elif isinstance(event.payload, bytes | bytearray | memoryview):
+    elif pre_encoded:
         payload = bytes(event.payload)
     elif event.content_type == CONTENT_TYPE_JSON:
         payload = encode_json(event.payload, what)
@@ -111,6 +129,8 @@ def event_row(
             f"{what}: payload is {len(payload)} bytes, over the outbox limit of "
             f"{limits.max_payload_bytes} (CDCBOX_MAX_PAYLOAD_BYTES)"
         )
+    if pre_encoded and content_type == CONTENT_TYPE_JSON:
+        check_json(payload, what)  # after the cheaper size check
     return (
         event.event_id or uuid7(),
         event.aggregate_type,

@@ -9,11 +9,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.consumer import Event, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy
-from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.names import DbNames
+from cdcbox.producer.outbox import EVENT_COLUMNS, ISO_FORMAT, NewEvent, Outbox, event_row
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects
 from tests.e2e.topics import read_topic
@@ -48,18 +50,39 @@ def write(dsn: str, events: list[NewEvent]) -> list[Any]:
         return OUTBOX.append_many(conn, events)
 
 
+def write_unchecked(conn: psycopg.Connection[Any], event: NewEvent, payload: bytes) -> Any:
+    """As a producer that is not cdcbox may write a row: raw SQL, the payload unchecked
+    (`Outbox.append` refuses bytes declared JSON that are not JSON)."""
+    row = [*event_row(event)]
+    row[5] = payload
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} ({}, created_at, occurred_at) VALUES ({}, now(), "
+            "to_char(now() AT TIME ZONE 'UTC', {}))"
+        ).format(
+            DbNames().table("outbox"),
+            sql.SQL(", ").join(map(sql.Identifier, EVENT_COLUMNS)),
+            sql.SQL(", ").join(sql.Placeholder() * len(row)),
+            sql.Literal(ISO_FORMAT),
+        ),
+        row,
+    )
+    return row[0]
+
+
 def test_undecodable_payload_is_dead_lettered_its_aggregate_parked_and_others_applied(
     stack: Endpoints, run_consumer: Any, recorder: Any
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
-    bad, later, other = write(
-        stack.dsn,
-        [
-            NewEvent(aggregate_type, "a1", "Created", b"{not json"),
-            NewEvent(aggregate_type, "a1", "Created", {"ok": True}),
-            NewEvent(aggregate_type, "a2", "Created", {"ok": True}),
-        ],
-    )
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        bad = write_unchecked(conn, NewEvent(aggregate_type, "a1", "Created", {}), b"{not json")
+        later, other = OUTBOX.append_many(
+            conn,
+            [
+                NewEvent(aggregate_type, "a1", "Created", {"ok": True}),
+                NewEvent(aggregate_type, "a2", "Created", {"ok": True}),
+            ],
+        )
     handler = recorder(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer) as running:
         eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the other aggregate")

@@ -17,11 +17,12 @@ from typing import Any
 
 import psycopg
 
+from cdcbox import wire
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.errors import PoisonRecord
-from cdcbox.event import Event
+from cdcbox.event import Event, header
 from cdcbox.kafka import dlq
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
@@ -171,8 +172,14 @@ class DeadLetterStep:
             record.topic,
             record.partition,
             record.offset,
-            event.log_fields if event else "?",
+            event.log_fields if event else _record_id(record),
             type(error).__name__,
             error,
             extra=event.log_extra if event else None,
         )
+
+
+def _record_id(record: Any) -> str:
+    """The event id a record carries, for a log line about a record that did not decode."""
+    raw = header(record, wire.HEADER_EVENT_ID)
+    return raw.decode(errors="replace") if raw else "?"

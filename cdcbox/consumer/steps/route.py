@@ -122,8 +122,8 @@ class Router:
         payload cannot be decoded into that handler's schema); else why it ends here."""
         try:
             envelope = decode(record, _undecoded)
-        except PoisonRecord as e:
-            return Unroutable(record, None, Outcome.DEAD_LETTERED, e)
+        except Exception as e:  # whatever a record makes decoding raise
+            return Unroutable(record, None, Outcome.DEAD_LETTERED, _poison(e))
         takers = [
             h
             for h in self.handlers.get(envelope.event_type, ())
@@ -138,9 +138,9 @@ class Router:
         for handler in takers:
             try:
                 payload = self._decode_payload(handler, envelope)
-            except PoisonRecord as e:
+            except Exception as e:  # any decoding failure of one record
                 undecoded = replace(envelope, payload=None)
-                error = UndecodablePayload(str(e), undecoded)
+                error = UndecodablePayload(str(_poison(e)), undecoded)
                 routed.append(Undecodable(Routed.of(record, undecoded, handler), error))
                 continue
             routed.append(Routed.of(record, replace(envelope, payload=payload), handler))
@@ -154,6 +154,16 @@ class Router:
             payload = self.catalogue.decode(event.value, reader)
         payload_type = handler.payload_types.get(event.event_type)
         return payload if payload_type is None else typed(payload_type, payload, event.event_type)
+
+
+def _poison(error: Exception) -> PoisonRecord:
+    """Any failure to decode one record makes it poison: dead-lettered, never a crash
+    the consumer would meet again at every restart."""
+    if isinstance(error, PoisonRecord):
+        return error
+    poison = PoisonRecord(f"cannot decode the record: {type(error).__name__}: {error}"[:1000])
+    poison.__cause__ = error
+    return poison
 
 
 def _undecoded(content_type: str, event_type: str, value: bytes) -> bytes:
