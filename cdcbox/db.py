@@ -10,7 +10,7 @@ import psycopg
 from psycopg import pq
 from psycopg.pq import TransactionStatus
 
-from cdcbox.errors import ConfigError, ServiceUnavailable
+from cdcbox.errors import ConfigError, DatabaseUnavailable
 
 # How the consumer's steps get their connection: called each time, so a `Reconnecting`
 # can hand out a fresh one after the database restarted.
@@ -37,9 +37,25 @@ def connect(
         raise ConfigError(f"the PostgreSQL DSN is malformed: {detail}") from e
     except psycopg.OperationalError as e:
         detail = _without(" ".join(str(e).split()), dsn)  # libpq's message spans lines
-        raise ServiceUnavailable(
+        raise DatabaseUnavailable(
             f"PostgreSQL at {describe_dsn(dsn)} is unreachable: {detail}".strip()
         ) from e
+
+
+# SQLSTATEs of a session the server ended: admin_shutdown, crash_shutdown,
+# cannot_connect_now. Class 08 is a lost or refused connection.
+_SESSION_ENDED = {"57P01", "57P02", "57P03"}
+
+
+def is_outage(error: BaseException) -> bool:
+    """True when `error` says the database is unreachable or ended the session: the
+    record in flight is not at fault, and waiting for the database is the remedy."""
+    if isinstance(error, DatabaseUnavailable):
+        return True
+    if not isinstance(error, psycopg.OperationalError):
+        return False
+    state = error.sqlstate
+    return state is None or state.startswith("08") or state in _SESSION_ENDED
 
 
 def describe_dsn(dsn: str) -> str:

@@ -27,6 +27,11 @@ class ServiceUnavailable(CdcboxError, ConnectionError):
     """A service (PostgreSQL, Kafka, Kafka Connect) did not answer."""
 
 
+class DatabaseUnavailable(ServiceUnavailable):
+    """PostgreSQL refused or did not answer a new connection: an outage, waited out by
+    the long-running processes, never charged to the record in flight."""
+
+
 class ConnectError(CdcboxError, RuntimeError):
     """Kafka Connect refused a request; carries its HTTP status and message."""
 

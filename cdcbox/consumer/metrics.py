@@ -44,6 +44,17 @@ class ConsumerMetrics:
             ["consumer"],
             registry=self.registry,
         )
+        self.database_up = Gauge(
+            "cdcbox_consumer_database_up",
+            "0 while the consumer waits for its database to come back, else 1",
+            registry=self.registry,
+        )
+        self.database_up.set(1)
+        self.outage_waits = Counter(
+            "cdcbox_consumer_database_outage_waits",
+            "Backoff waits for an unreachable database (the record in flight is kept)",
+            registry=self.registry,
+        )
         self.assignments = Counter(
             "cdcbox_consumer_assignments",
             "Partition assignments received: one per rebalance this process took part in",

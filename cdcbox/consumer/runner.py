@@ -29,7 +29,7 @@ from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.stores import Stores
-from cdcbox.db import Reconnecting, durability_barrier
+from cdcbox.db import Reconnecting, durability_barrier, is_outage
 from cdcbox.errors import CdcboxError, CommitRefused, ConfigError, ServiceUnavailable
 from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
@@ -86,6 +86,7 @@ class Consumer:
         self._healthy = threading.Event()
         self._reload_parked = threading.Event()  # set by the assignment listener
         self._committed_records = 0  # for FaultSwitches.kill_after_records
+        self._outages = 0  # batches in a row the database's absence cut short
         self.connection = Reconnecting(config.dsn, synchronous_commit=config.durable_each_commit)
         self._names = names
         self._stores = Stores.for_schema(names)
@@ -286,7 +287,17 @@ class Consumer:
                 log.warning("%s; abandoning the rest of the batch", e)
                 self._rewind(kafka, batch, done)
                 break
+            except (CdcboxError, psycopg.Error) as e:
+                if not is_outage(e):
+                    raise
+                # The database went away outside a record's retries (a parked check, a
+                # dead letter's record): nothing of the rest is lost, it comes back.
+                self._outages += 1
+                self._rewind(kafka, batch, done)
+                pipeline.retry.wait_out_outage(e, self._outages)
+                return
             done[tp] = records[-1].offset + 1
+        self._outages = 0
         if done:
             try:
                 self._make_durable()

@@ -5,7 +5,8 @@ When the retries are spent it is handed to the dead-letter step — unless the b
 holds it (many aggregates failing: an outage, not a poison message), in which case it is
 retried at the longest backoff until it succeeds. The success that closes the breaker
 replays what was dead-lettered while it tripped. Handler signals end the record without
-a retry.
+a retry. A database outage is no fault of the record: it is waited out with backoff,
+however long it lasts, without spending the record's attempts.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
-from cdcbox.db import ConnectionSource
+from cdcbox.db import ConnectionSource, is_outage
 
 log = logging.getLogger("cdcbox.consumer")
 GiveUp = Callable[[ConnectionSource, Routed, BaseException, int], None]
@@ -47,16 +48,16 @@ class RetryStep:
 
     def run(self, connection: ConnectionSource, routed: Routed, give_up: GiveUp) -> Outcome:
         """Apply the record until it ends; `give_up` dead-letters it after the last try."""
-        attempt = 0
+        attempt = outage = 0
         while True:
-            attempt += 1
             try:
-                outcome = self.transaction.apply(connection(), routed)
-            except (SkipEvent, RefuseTransition) as signal:
-                outcome = self.transaction.record_signal(connection(), routed, signal)
-                self._succeeded(connection, routed)
-                return outcome
+                outcome = self._apply(connection, routed)
             except Exception as e:
+                if is_outage(e):
+                    outage += 1
+                    self.wait_out_outage(e, outage)
+                    continue
+                attempt += 1
                 if not isinstance(e, RetryLater):
                     self._failed(routed, attempt, e)
                 if attempt >= self.policy.max_attempts and not self._holds(connection, routed):
@@ -65,8 +66,26 @@ class RetryStep:
                 self.stats.retry(routed.consumer)
                 self.sleep(self._delay(routed, attempt))
                 continue
+            self.stats.metrics.database_up.set(1)
             self._succeeded(connection, routed)
             return outcome
+
+    def _apply(self, connection: ConnectionSource, routed: Routed) -> Outcome:
+        try:
+            return self.transaction.apply(connection(), routed)
+        except (SkipEvent, RefuseTransition) as signal:
+            return self.transaction.record_signal(connection(), routed, signal)
+
+    def wait_out_outage(self, error: BaseException, waits: int) -> None:
+        """One backoff wait for the database to come back (readiness already says it is
+        unreachable); the metrics say so too."""
+        self.stats.metrics.database_up.set(0)
+        self.stats.metrics.outage_waits.inc()
+        delay = self.policy.delay(min(waits, self.policy.max_attempts))
+        log.warning(
+            "database unavailable (%s); waiting %.1fs for it (wait %d)", error, delay, waits
+        )
+        self.sleep(delay)
 
     def _delay(self, routed: Routed, attempt: int) -> float:
         if self.breaker.is_open(routed.consumer):  # an outage: probe at the longest backoff
