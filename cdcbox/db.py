@@ -10,7 +10,7 @@ import psycopg
 from psycopg import pq
 from psycopg.pq import TransactionStatus
 
-from cdcbox.errors import ConfigError, DatabaseUnavailable
+from cdcbox.errors import ConfigError, DatabaseUnavailable, SessionChanged
 
 # How the consumer's steps get their connection: called each time, so a `Reconnecting`
 # can hand out a fresh one after the database restarted.
@@ -89,13 +89,30 @@ class Reconnecting:
         self.dsn = dsn
         self.synchronous_commit = synchronous_commit
         self._conn: psycopg.Connection[Any] | None = None
+        self._guarded = False
 
     def __call__(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
+            if self._guarded and self._conn is not None:
+                raise SessionChanged(
+                    "the database session ended with commits not yet flushed to WAL; "
+                    "the work since the last durability barrier is done again"
+                )
             self._conn = connect(
                 self.dsn, autocommit=True, synchronous_commit=self.synchronous_commit
             )
         return self._conn
+
+    def guard(self) -> None:
+        """From now until `unguard`, refuse to replace the session: its asynchronous
+        COMMITs are durable only once a barrier ran on it, and a barrier on another
+        session would not cover them (the old one may have died with the server and
+        its unflushed WAL). `SessionChanged` then tells the caller to redo its work."""
+        self()
+        self._guarded = True
+
+    def unguard(self) -> None:
+        self._guarded = False
 
     def close(self) -> None:
         if self._conn is not None:

@@ -32,6 +32,11 @@ class DatabaseUnavailable(ServiceUnavailable):
     the long-running processes, never charged to the record in flight."""
 
 
+class SessionChanged(CdcboxError, RuntimeError):
+    """The consumer's database session ended while commits on it were not yet proven
+    durable: the poll batch is processed again from its start."""
+
+
 class ConnectError(CdcboxError, RuntimeError):
     """Kafka Connect refused a request; carries its HTTP status and message."""
 

@@ -19,6 +19,7 @@ _FLAGS = {
     "offsets-before-db-commit": "offsets_before_db_commit",
     "no-relay-lease-check": "no_relay_lease_check",
     "no-durability-barrier": "no_durability_barrier",
+    "no-session-check": "no_session_check",
 }
 
 
@@ -32,6 +33,9 @@ class FaultSwitches:
     no_relay_lease_check: bool = False
     # The consumer commits offsets without first flushing its asynchronous COMMITs.
     no_durability_barrier: bool = False
+    # The consumer trusts the barrier even when the batch's commits began on a session
+    # that has since ended (with the server, perhaps, and its unflushed WAL).
+    no_session_check: bool = False
     # The consumer SIGKILLs itself right after this many records committed in the
     # database, before their offsets are committed.
     kill_after_records: int | None = None

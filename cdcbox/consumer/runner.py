@@ -30,7 +30,13 @@ from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier, is_outage
-from cdcbox.errors import CdcboxError, CommitRefused, ConfigError, ServiceUnavailable
+from cdcbox.errors import (
+    CdcboxError,
+    CommitRefused,
+    ConfigError,
+    ServiceUnavailable,
+    SessionChanged,
+)
 from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
@@ -262,6 +268,15 @@ class Consumer:
     ) -> None:
         done: dict[TopicPartition, int] = {}
         switches = self.config.fault_switches
+        try:
+            self._guard_session()
+        except (CdcboxError, psycopg.Error) as e:
+            if not is_outage(e):
+                raise
+            self._outages += 1
+            self._rewind(kafka, batch, {})
+            pipeline.retry.wait_out_outage(e, self._outages)
+            return
         if switches.offsets_before_db_commit:
             kafka.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
         for tp, records in batch.items():
@@ -287,6 +302,13 @@ class Consumer:
                 log.warning("%s; abandoning the rest of the batch", e)
                 self._rewind(kafka, batch, done)
                 break
+            except SessionChanged as e:
+                # Commits of this batch may be gone with the old session's server: the
+                # whole batch again, before any later record is applied on a new session.
+                log.warning("%s", e)
+                self.connection.unguard()
+                self._rewind(kafka, batch, {})
+                return
             except (CdcboxError, psycopg.Error) as e:
                 if not is_outage(e):
                     raise
@@ -320,11 +342,23 @@ class Consumer:
                     e,
                 )
 
+    def _guard_session(self) -> None:
+        """Commits of the batch about to run will be asynchronous: keep them on one
+        session until the barrier (see `Reconnecting.guard`). Whatever an earlier batch
+        left unproven was not offset-committed, so it comes back anyway."""
+        self.connection.unguard()
+        if self.config.durable_each_commit or self.config.fault_switches.no_session_check:
+            return
+        self.connection.guard()
+
     def _make_durable(self) -> None:
         """Before offsets are committed: flush the session's asynchronous COMMITs."""
-        switched_off = self.config.fault_switches.no_durability_barrier
-        if not self.config.durable_each_commit and not switched_off:
-            durability_barrier(self.connection())
+        try:
+            switched_off = self.config.fault_switches.no_durability_barrier
+            if not self.config.durable_each_commit and not switched_off:
+                durability_barrier(self.connection())
+        finally:
+            self.connection.unguard()
 
     def _rewind(
         self,

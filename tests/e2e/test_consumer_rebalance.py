@@ -38,8 +38,8 @@ class ThreadRecordingSource:
         self.threads.add(threading.current_thread().name)
         return self.source()
 
-    def close(self) -> None:
-        self.source.close()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.source, name)  # guard, unguard, close: the source's own
 
 
 def rebalance_twice(stack: Endpoints, consumer: Consumer, group: str, topic: str) -> None:

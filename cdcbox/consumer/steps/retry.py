@@ -23,6 +23,7 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.db import ConnectionSource, is_outage
+from cdcbox.errors import SessionChanged
 
 log = logging.getLogger("cdcbox.consumer")
 GiveUp = Callable[[ConnectionSource, Routed, BaseException, int], None]
@@ -52,6 +53,8 @@ class RetryStep:
         while True:
             try:
                 outcome = self._apply(connection, routed)
+            except SessionChanged:
+                raise  # the runner redoes the batch: nothing of this record committed
             except Exception as e:
                 if is_outage(e):
                     outage += 1

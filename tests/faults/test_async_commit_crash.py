@@ -1,0 +1,128 @@
+"""A PostgreSQL crash with asynchronous commits in flight (audit 26, case 2). The consumer's
+COMMITs do not wait for their WAL flush; one durability barrier before the offset commit
+makes them durable. If the session changes during a batch (the old one died with the
+server), the barrier on the new session proves nothing for the commits of the old one,
+which the crash may have lost: the batch must be processed again, not its offsets
+committed. The crash is real: the WAL writer is stopped so the first commits stay in
+PostgreSQL's buffers, then killed, which makes the postmaster restart every process and
+recover from what reached the WAL files."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from cdcbox.connect.client import ConnectClient
+from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, RetryPolicy
+from cdcbox.fault_switches import FaultSwitches
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.ops.groups import committed
+from cdcbox.producer import NewEvent, Outbox
+from cdcbox.stack.endpoints import Endpoints
+from tests.e2e.conftest import (
+    EFFECTS_DDL,
+    INSERT_EFFECT,
+    count_effects,
+    effect_row,
+    running_in_thread,
+)
+from tests.faults.test_ledger_cdc import connector_running
+from tests.helpers import eventually, unique
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(300)]
+
+
+def walwriter_pid(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
+        ).fetchone()
+    assert row is not None, "no walwriter in pg_stat_activity"
+    return int(row[0])
+
+
+def answering(probe: Callable[[], bool]) -> Callable[[], bool]:
+    """`probe`, False while PostgreSQL refuses connections (crash recovery)."""
+
+    def check() -> bool:
+        try:
+            return probe()
+        except psycopg.OperationalError:
+            return False
+
+    return check
+
+
+def session_gone(conn: psycopg.Connection[Any]) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("safeguard", ["on", "off"])
+def test_commits_lost_in_a_crash_before_the_barrier_are_applied_again(
+    stack: Endpoints, connect_client: ConnectClient, safeguard: str
+) -> None:
+    """With the session check off (the old code), the barrier on the new session lets the
+    offsets pass the two commits the crash lost: their effects never come."""
+    with psycopg.connect(stack.dsn) as conn:
+        conn.execute(EFFECTS_DDL)
+    aggregate, name = unique("crash"), unique("c")
+    stopped: list[int] = []
+
+    class CrashingRecorder(Handler):
+        consumer_name = name
+        aggregate_types = (aggregate,)
+        event_types = frozenset({"Changed"})
+
+        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+            if event.aggregate_version == 1 and not stopped:
+                # From here on, asynchronous COMMITs stay in PostgreSQL's WAL buffers.
+                stopped.append(walwriter_pid(stack.dsn))
+                os.kill(stopped[0], signal.SIGSTOP)
+            if event.aggregate_version == 3 and len(stopped) == 1:
+                stopped.append(0)
+                os.kill(stopped[0], signal.SIGKILL)  # the postmaster restarts everything
+                eventually(lambda: session_gone(conn), timeout=30, what="the crash")
+                raise RuntimeError("the server crashed under this record")
+            conn.execute(INSERT_EFFECT, effect_row(name, event))
+
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        Outbox().append_many(
+            conn, [NewEvent(aggregate, "a1", "Changed", {"n": v}, v) for v in (1, 2, 3)]
+        )
+    config = ConsumerConfig(
+        bootstrap_servers=stack.bootstrap_servers,
+        dsn=stack.dsn,
+        group_id=name,
+        # Enough attempts for the crash recovery whatever the outage handling does.
+        retry=RetryPolicy(max_attempts=100, initial_delay_s=0.2, max_delay_s=1.0),
+        fault_switches=FaultSwitches(no_session_check=safeguard == "off"),
+    )
+    kafka = KafkaSettings(stack.bootstrap_servers)
+    try:
+        with running_in_thread(Consumer([CrashingRecorder()], config), f"consumer-{name}"):
+            eventually(lambda: len(stopped) == 2, timeout=120, what="the crash under v3")
+            # Every record's offset committed: the consumer is done with the batch.
+            eventually(
+                lambda: sum(committed(kafka, name).values()) == 3,
+                timeout=60,
+                what="the batch's offsets committed",
+            )
+            applied = count_effects(stack.dsn, name)
+            if safeguard == "on":
+                assert applied == 3  # the commits the crash lost were applied again
+            else:
+                assert applied < 3  # lost: the offsets passed effects that are gone
+    finally:
+        if len(stopped) == 1:  # the test failed between the stop and the kill
+            os.kill(stopped[0], signal.SIGCONT)
+        eventually(answering(lambda: walwriter_pid(stack.dsn) > 0), timeout=60, what="recovery")
+        connector_running(connect_client)
