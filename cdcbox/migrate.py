@@ -136,14 +136,22 @@ def migrate(
         if recorded_payload_limit(conn, names) != limits.max_payload_bytes:
             conn.execute(payload_limit_sql(names, limits))
         if debezium_password is not None and mode == "cdc":
-            conn.execute(
-                sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                    sql.Identifier(names.debezium_role), sql.Literal(debezium_password)
-                )
-            )
+            set_password(conn, names.debezium_role, debezium_password)
     if slot is not None:
         ensure_slot(conn, slot)
     return applied_now
+
+
+def set_password(conn: psycopg.Connection[Any], role: str, password: str) -> None:
+    """Set `role`'s password without the password ever reaching the server: libpq
+    computes the verifier (SCRAM-SHA-256, as `password_encryption` asks) on the client,
+    as psql's \\password does, so a server logging DDL logs only the verifier."""
+    verifier = conn.pgconn.encrypt_password(password.encode(), role.encode())
+    conn.execute(
+        sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(verifier.decode())
+        )
+    )
 
 
 def recorded_relay_mode(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> RelayMode:

@@ -13,8 +13,12 @@ from click.testing import CliRunner, Result
 from psycopg import sql
 
 from cdcbox.cli.main import cli
+from cdcbox.migrate import migrate
+from cdcbox.names import DbNames
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.postgres import NativePostgres
+from cdcbox.stack.secrets import StackSecrets
 from tests.helpers import unique
 
 pytestmark = pytest.mark.e2e
@@ -123,3 +127,34 @@ def test_names_from_users_are_refused_or_quoted(
         assert conn.execute(
             "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'cdcbox_outbox'"
         ).fetchone() == (1,)
+
+
+def test_a_role_password_set_by_migrate_never_reaches_the_server_log(
+    stack: Endpoints, native_stack: StackConfig
+) -> None:
+    """Audit 26, case 14: with log_statement=ddl PostgreSQL logs every ALTER ROLE; migrate
+    sends the password as a SCRAM verifier computed on the client, so the log holds
+    the statement but never the password, and the role logs in with it."""
+    names = DbNames(schema=unique("pw"), debezium_role=unique("dbz"), publication=unique("pub"))
+    password = unique("secret")
+    log = NativePostgres(native_stack, StackSecrets(native_stack.state_dir / "secrets")).log_file
+    logged_before = log.stat().st_size
+    try:
+        with psycopg.connect(stack.dsn) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+            conn.execute("SET log_statement = 'ddl'")
+            migrate(conn, names, debezium_password=password)
+        info = psycopg.conninfo.conninfo_to_dict(stack.dsn)
+        info.update(user=names.debezium_role, password=password)
+        with psycopg.connect(psycopg.conninfo.make_conninfo(**info)) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (names.debezium_role,)
+        logged = log.read_bytes()[logged_before:]
+        assert b"ALTER ROLE" in logged  # the statement itself was logged
+        assert password.encode() not in logged
+    finally:
+        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(names.schema)))
+            conn.execute(
+                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
+            )
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(names.debezium_role)))
