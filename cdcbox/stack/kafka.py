@@ -207,6 +207,12 @@ class NativeKafka(JvmComponent):
             )
 
     def _format(self) -> None:
+        # The SCRAM passwords go in an argument file (the tool's argparse4j reads `@file`
+        # line by line), made 0600 and removed after: never on a command line `ps` shows.
+        scram_args = self.root / "format-scram.args"
+        scram_users = self._scram_users()
+        if scram_users:
+            write_private(scram_args, "".join(f"{arg}\n" for arg in scram_users))
         argv = jvm_argv(
             self._layout(),
             self.config.infra_dir,
@@ -218,9 +224,12 @@ class NativeKafka(JvmComponent):
             "-c",
             str(self.properties),
             *(["--standalone"] if self.config.brokers == 1 else []),
-            *self._scram_users(),
+            *([f"@{scram_args}"] if scram_users else []),
         )
-        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        finally:
+            scram_args.unlink(missing_ok=True)
         if result.returncode != 0:
             raise StackError(f"Kafka storage format failed:\n{result.stdout}{result.stderr}")
         if self.config.secure:

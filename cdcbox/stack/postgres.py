@@ -212,8 +212,7 @@ class NativePostgres:
     def _initdb(self, bin_dir: Path) -> None:
         account = postgres_account()
         pwfile = self.root / "initdb.pw"
-        pwfile.write_text(self.secrets.superuser_password() + "\n")
-        os.chmod(pwfile, 0o600)
+        write_private(pwfile, self.secrets.superuser_password() + "\n")
         if account is not None:
             os.chown(pwfile, account.pw_uid, account.pw_gid)
         try:
