@@ -28,6 +28,7 @@ class DbNames:
     breakers: str = "consumer_breaker"
     breaker_failures: str = "consumer_breaker_failure"
     quarantine: str = "outbox_quarantine"
+    topic_keys: str = "outbox_topic_key"
     migrations: str = "cdcbox_schema_migrations"
     publication: str = "cdcbox_outbox"
     debezium_role: str = "cdcbox_debezium"
@@ -68,6 +69,9 @@ class DbNames:
             "breakers": self.table("breakers"),
             "breaker_failures": self.table("breaker_failures"),
             "quarantine": self.table("quarantine"),
+            "topic_keys": self.table("topic_keys"),
+            "topic_keys_function": sql.Identifier(self.schema, f"{self.outbox}_topic_keys"),
+            "topic_keys_trigger": sql.Identifier(f"{self.outbox}_topic_keys"),
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
             "inbox_purge_index": sql.Identifier(f"{self.inbox}_purge_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),

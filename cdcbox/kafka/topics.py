@@ -67,3 +67,12 @@ def topic_retention(settings: KafkaSettings, prefix: str = "outbox.event.") -> T
         default = timedelta(milliseconds=KAFKA_DEFAULT_RETENTION_MS)
         return TopicRetention(None, default, "no outbox topics yet: Kafka's default")
     return max(found, key=lambda r: r.duration or timedelta.max)
+
+
+def colliding_topics(topics: Iterable[str]) -> list[list[str]]:
+    """Groups of topic names Kafka takes for one (it reads '.' and '_' alike when it checks
+    a new name), each sorted; a topic of a group can exist only if the others do not."""
+    groups: dict[str, list[str]] = {}
+    for topic in topics:
+        groups.setdefault(topic.replace(".", "_"), []).append(topic)
+    return sorted(sorted(group) for group in groups.values() if len(group) > 1)

@@ -10,11 +10,13 @@ from typing import Any
 
 import psycopg
 
+from cdcbox import wire
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS, ConnectorSpec
 from cdcbox.errors import CdcboxError
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.security import KafkaSecurity
+from cdcbox.kafka.topics import colliding_topics
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.ops.check import Check
@@ -190,6 +192,21 @@ def kafka_checks(kafka: KafkaSettings, topics: list[str]) -> list[Check]:
     with Admin(kafka) as admin:
         existing = admin.list_topics()
         partitions = admin.partition_counts([t for t in topics if t in existing])
+    outbox_topics = {t for t in existing if t.startswith(wire.TOPIC_PREFIX)}
+    collisions = colliding_topics(outbox_topics | set(topics))
+    return [
+        Check(
+            "topic names",
+            not collisions,
+            "; ".join(" = ".join(group) for group in collisions) or "no two collide",
+            "Kafka reads '.' and '_' alike in topic names: rename one aggregate type of each "
+            "group (a second one's topic cannot be created, and its connector task fails)",
+        ),
+        *_topic_checks(topics, existing, partitions),
+    ]
+
+
+def _topic_checks(topics: list[str], existing: set[str], partitions: dict[str, int]) -> list[Check]:
     return [
         Check(
             f"topic {t}",

@@ -99,7 +99,9 @@ def _is_culprit(record: KafkaRecord, error: str) -> bool:
         return len(record.key) + len(record.value) + headers > allowed
     if "InvalidTopic" in error:
         return not _TOPIC.fullmatch(record.topic)
-    return record.topic in error  # authorisation, unknown topic: the trace names the topic
+    # Authorisation, unknown topic: the trace names the topic, whole (not as a part of a
+    # longer name: outbox.event.Order is not outbox.event.OrderLine).
+    return re.search(rf"(?<![\w.-]){re.escape(record.topic)}(?![\w.-])", error) is not None
 
 
 def find_stuck(

@@ -355,7 +355,7 @@ def test_outbox_dead_rows_listed_and_retried(stack: Endpoints) -> None:
     names = migrated_schema(stack.dsn, DbNames(schema=unique("dead")), limits=raised)
     with psycopg.connect(stack.dsn) as conn, conn.transaction():
         Outbox(names, limits=raised).append(
-            conn, NewEvent(unique("order"), "big", "Changed", b"x" * 2_000_000)
+            conn, NewEvent(unique("order"), "big", "Changed", b'"' + b"x" * 2_000_000 + b'"')
         )
     relay = RelayWorker(
         RelayConfig(

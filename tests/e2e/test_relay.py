@@ -285,7 +285,7 @@ def test_an_oversized_row_goes_dead_at_once_and_its_aggregate_next_row_is_not_se
                 aggregate_type,
                 "stuck",
                 "Changed",
-                b"x" * 2_000_000,
+                b'"' + b"x" * 2_000_000 + b'"',  # a JSON string over Kafka's limit
                 content_type="application/json",
             ),
         )

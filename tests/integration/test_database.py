@@ -68,6 +68,7 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str)
         "0007_breaker",
         "0008_outbox_publishable",
         "0009_outbox_quarantine",
+        "0010_outbox_topic_keys",
         "polling/0001_relay_indexes",
         "polling/0002_notify",
         "polling/0003_unsent_indexes",
