@@ -41,6 +41,22 @@ class DbNames:
                     f"database name {f.name}={value!r} is not a plain lower-case SQL "
                     "identifier (letters, digits, underscore; at most 63 characters)"
                 )
+        for what, derived in self._derived().items():
+            if len(derived) > 63:
+                raise ConfigError(
+                    f"the {what} {derived!r} would be {len(derived)} characters, over "
+                    "PostgreSQL's 63 (it would be cut, or refused): shorten the schema "
+                    "or table names"
+                )
+
+    def _derived(self) -> dict[str, str]:
+        """Names cdcbox builds from the configured ones."""
+        return {
+            "NOTIFY channel": self.notify_channel,
+            "outbox index": f"{self.outbox}_aggregate_idx",
+            "outbox trigger": f"{self.outbox}_topic_keys",
+            "inbox index": f"{self.inbox}_status_idx",
+        }
 
     def table(self, name: str) -> sql.Identifier:
         """A schema-qualified table identifier: `table("outbox")` → "public"."outbox_event"."""

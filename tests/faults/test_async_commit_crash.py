@@ -31,7 +31,7 @@ from tests.e2e.conftest import (
     effect_row,
     running_in_thread,
 )
-from tests.faults.test_ledger_cdc import connector_running
+from tests.faults.conftest import connector_running
 from tests.helpers import eventually, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(300)]

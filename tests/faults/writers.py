@@ -12,12 +12,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent, Outbox
+from tests.helpers import eventually
 
 
 class Writers:
@@ -45,6 +48,9 @@ class Writers:
         self.errors = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._running = threading.Event()  # cleared by `paused`
+        self._running.set()
+        self._in_flight = 0
         self._threads = [
             threading.Thread(target=self._run, args=(t,), name=f"writer-{t}", daemon=True)
             for t in range(threads)
@@ -58,8 +64,21 @@ class Writers:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No writer starts a transaction inside the block, and none is in one when it
+        begins: a writer's synchronous COMMIT would flush everyone's WAL."""
+        with self._lock:
+            self._running.clear()
+        try:
+            eventually(lambda: self._in_flight == 0, timeout=30, what="writers idle")
+            yield
+        finally:
+            self._running.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._running.set()
         for thread in self._threads:
             thread.join(timeout=60)
 
@@ -72,6 +91,14 @@ class Writers:
         while not self._stop.is_set():
             deadline += self.interval_s
             self._stop.wait(max(0.0, deadline - time.monotonic()))
+            with self._lock:  # checked and counted at once, so `paused` cannot miss one
+                going = self._running.is_set()
+                if going:
+                    self._in_flight += 1
+            if not going:
+                self._running.wait()
+                deadline = time.monotonic()
+                continue
             a = i % self.aggregates_per_thread
             i += 1
             event_id = uuid.uuid4()
@@ -106,6 +133,7 @@ class Writers:
                 deadline = time.monotonic() + 0.2  # back off while the database is away
             with self._lock:
                 self.attempted += 1
+                self._in_flight -= 1
         if conn is not None:
             conn.close()
 

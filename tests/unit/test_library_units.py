@@ -211,3 +211,13 @@ def test_the_cluster_shape_is_refused_where_compose_cannot_give_it(tmp_path: Pat
     assert not config.state_dir.exists()  # refused before anything was written
     with pytest.raises(ConfigError, match="--brokers must be 1 or 3"):
         StackConfig(state_dir=tmp_path, cache_dir=tmp_path, infra_dir=tmp_path, brokers=2)
+
+
+def test_names_built_from_the_configured_ones_must_fit_postgresql() -> None:
+    """Audit 26: the polling relay's NOTIFY channel is `{schema}_{outbox}`; over 63
+    characters pg_notify refuses it, and every outbox INSERT would fail."""
+    DbNames(schema="s" * 30, outbox="o" * 32)  # 63: fits
+    with pytest.raises(ConfigError, match="NOTIFY channel"):
+        DbNames(schema="s" * 31, outbox="o" * 32)
+    with pytest.raises(ConfigError, match="outbox index"):
+        DbNames(schema="s", outbox="o" * 52)

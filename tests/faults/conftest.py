@@ -1,0 +1,64 @@
+"""Fixtures of the fault tests: the native stack's processes, to stop, kill and restart
+by pid, and the connector brought back to RUNNING after a scenario."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from cdcbox.connect.client import ConnectClient
+from cdcbox.stack.config import StackConfig
+from cdcbox.stack.connect_worker import NativeConnect
+from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.jars import resolve_jars
+from cdcbox.stack.kafka import NativeKafka
+from cdcbox.stack.postgres import NativePostgres
+from cdcbox.stack.secrets import StackSecrets
+from tests.helpers import eventually
+
+CONNECTOR = "cdcbox-outbox"
+
+
+@dataclass(frozen=True)
+class NativeParts:
+    postgres: NativePostgres
+    kafka: NativeKafka
+    connect: NativeConnect
+    client: ConnectClient
+
+
+@pytest.fixture(scope="module")
+def parts(native_stack: StackConfig, stack: Endpoints) -> Iterator[NativeParts]:
+    layout = resolve_jars(native_stack)
+    kafka = NativeKafka(native_stack, layout)
+    found = NativeParts(
+        NativePostgres(native_stack, StackSecrets(native_stack.state_dir / "secrets")),
+        kafka,
+        NativeConnect(native_stack, layout, kafka.bootstrap),
+        ConnectClient(stack.connect_url),
+    )
+    yield found
+    # Whatever a scenario left behind, later tests get the whole stack back.
+    found.postgres.start()
+    found.kafka.start()
+    found.connect.start()
+    connector_running(found.client)
+
+
+def connector_running(client: ConnectClient, timeout: float = 120) -> None:
+    """The connector and its task RUNNING; a task that FAILED while a component it needs
+    was away is restarted, as the runbook says (`connectors restart --failed-only`)."""
+
+    def running() -> bool:
+        status = client.status(CONNECTOR)
+        if status is None:
+            return False
+        tasks = [t["state"] for t in status["tasks"]]
+        if "FAILED" in tasks or status["connector"]["state"] == "FAILED":
+            client.restart(CONNECTOR, include_tasks=True, only_failed=True)
+            return False
+        return status["connector"]["state"] == "RUNNING" and tasks == ["RUNNING"]
+
+    eventually(running, timeout=timeout, interval=1.0, what=f"{CONNECTOR} RUNNING")

@@ -1,0 +1,148 @@
+"""The fault ledger under database faults the consumers must outlast (audit 26): an
+outage longer than their retry budget, and a crash that loses their asynchronous
+commits. Writers, Debezium, Kafka and `cdc-ctl consume` processes as in
+test_ledger_cdc; lost = 0 and effects exactly once, with the safeguard-off run beside
+the crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from cdcbox import wire
+from cdcbox.stack.endpoints import Endpoints
+from tests.faults import ledger
+from tests.faults.conftest import NativeParts, connector_running
+from tests.faults.scenario import Scenario, assert_exact
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(420)]
+
+# More waits than the consumers' retry policy has attempts (5 by default).
+OUTAGE_WAITS = 8
+
+
+def outage_waits(scenario: Scenario) -> list[int]:
+    """Per consumer process, how often it waited for the database."""
+    return [
+        log.read_text().count("database unavailable")
+        for log in sorted(scenario.tmp_path.glob(f"{scenario.consumer}-*.log"))
+    ]
+
+
+def backlog_in_kafka(s: Scenario, events: int) -> None:
+    """Write `events` more while the consumers are stopped, until Kafka holds them."""
+    topic = wire.topic_for(s.aggregate_type)
+    before = ledger.topic_size(s.stack.bootstrap_servers, topic)
+    s.stream_on(events)
+    eventually(
+        lambda: ledger.topic_size(s.stack.bootstrap_servers, topic) >= before + events // 2,
+        timeout=60,
+        what="a backlog in Kafka",
+    )
+
+
+def test_postgresql_down_longer_than_the_consumers_retry_budget(
+    stack: Endpoints,
+    parts: NativeParts,
+    tmp_path: Path,
+) -> None:
+    def fault(s: Scenario) -> None:
+        consumers = s.group.running()
+        for proc in consumers:
+            proc.send_signal(signal.SIGSTOP)
+        backlog_in_kafka(s, 300)
+        parts.postgres.stop()
+        for proc in consumers:
+            proc.send_signal(signal.SIGCONT)
+        eventually(
+            lambda: max(outage_waits(s)) >= OUTAGE_WAITS,
+            timeout=180,
+            what=f"a consumer waiting for the database {OUTAGE_WAITS} times",
+        )
+        parts.postgres.start()
+        connector_running(parts.client)
+        applied = s.applied()
+        eventually(lambda: s.applied() > applied, timeout=60, what="effects flowing again")
+        assert [p.poll() for p in consumers] == [None] * len(consumers)  # none exited
+
+    scenario = Scenario("postgres down past the consumers' retry budget", stack, tmp_path)
+    assert_exact(scenario.run(fault), scenario)
+
+
+def walwriter_pid(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
+        ).fetchone()
+    assert row is not None, "no walwriter in pg_stat_activity"
+    return int(row[0])
+
+
+def answering(probe: Callable[[], bool]) -> Callable[[], bool]:
+    """`probe`, False while PostgreSQL refuses connections (crash recovery)."""
+
+    def check() -> bool:
+        try:
+            return probe()
+        except psycopg.OperationalError:
+            return False
+
+    return check
+
+
+def crash_with_consumer_commits_in_flight(parts: NativeParts) -> Callable[[Scenario], None]:
+    """Writers quiet (their synchronous COMMITs would flush everyone's WAL), the WAL
+    writer stopped, the consumers' asynchronous commits pile up in PostgreSQL's buffers;
+    then the WAL writer is killed and the postmaster restarts every process: what no
+    barrier flushed is gone."""
+
+    def fault(s: Scenario) -> None:
+        consumers = s.group.running()
+        for proc in consumers:
+            proc.send_signal(signal.SIGSTOP)
+        backlog_in_kafka(s, 450)
+        with s.writers.paused():
+            walwriter = walwriter_pid(s.stack.dsn)
+            os.kill(walwriter, signal.SIGSTOP)
+            applied = s.applied()
+            for proc in consumers:
+                proc.send_signal(signal.SIGCONT)
+            eventually(lambda: s.applied() >= applied + 30, timeout=60, what="commits in flight")
+            os.kill(walwriter, signal.SIGKILL)
+            eventually(
+                answering(lambda: walwriter_pid(s.stack.dsn) != walwriter),
+                timeout=60,
+                what="crash recovery",
+            )
+        connector_running(parts.client)
+
+    return fault
+
+
+@pytest.mark.parametrize("safeguard", ["on", "off"])
+def test_postgresql_crash_with_asynchronous_consumer_commits_in_flight(
+    stack: Endpoints,
+    parts: NativeParts,
+    tmp_path: Path,
+    safeguard: str,
+) -> None:
+    scenario = Scenario(
+        "postgres crash, consumer commits unflushed",
+        stack,
+        tmp_path,
+        fault_switches="no-session-check" if safeguard == "off" else "",
+        safeguard_off="session check" if safeguard == "off" else "",
+        settle_timeout_s=180 if safeguard == "on" else 30,
+    )
+    scenario.group.env["FAULT_HANDLER_DELAY_S"] = "0.01"  # batches long enough to crash in
+    result = scenario.run(crash_with_consumer_commits_in_flight(parts))
+    if safeguard == "on":
+        assert_exact(result, scenario)
+    else:
+        assert result.lost > 0, result
