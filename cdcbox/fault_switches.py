@@ -25,6 +25,8 @@ _FLAGS = {
 
 @dataclass(frozen=True)
 class FaultSwitches:
+    """Test-only safeguard switches and kill points; all off by default (see the module)."""
+
     # A redelivered record is handled again although its inbox row exists.
     no_inbox_dedupe: bool = False
     # A poll batch's offsets are committed before its records' transactions.

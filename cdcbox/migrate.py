@@ -32,6 +32,8 @@ RelayMode = Literal["cdc", "polling"]
 
 @dataclass(frozen=True)
 class Migration:
+    """One versioned SQL file of `schemas/sql`, rendered with a schema's names."""
+
     version: str
     path: Path
 

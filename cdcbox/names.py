@@ -18,6 +18,9 @@ _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 @dataclass(frozen=True)
 class DbNames:
+    """The names of every database object cdcbox owns in one schema, validated (plain
+    lower-case identifiers, derived names within PostgreSQL's 63 characters)."""
+
     schema: str = "public"
     outbox: str = "outbox_event"
     inbox: str = "inbox_event"

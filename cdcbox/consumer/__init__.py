@@ -9,6 +9,7 @@ from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.runner import Consumer
+from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.event import Event
 
@@ -20,5 +21,8 @@ __all__ = [
     "Event",
     "Handler",
     "Outcome",
+    "RefuseTransition",
+    "RetryLater",
     "RetryPolicy",
+    "SkipEvent",
 ]

@@ -32,12 +32,21 @@ from cdcbox.names import DbNames
 
 @dataclass(frozen=True)
 class BreakerPolicy:
+    """When many aggregates failing at once count as an outage: `failing_aggregates` distinct
+    aggregates of one consumer name spending their retries within `window_s` open the breaker."""
+
     failing_aggregates: int = 5  # distinct aggregates failing within the window
     window_s: float = 30.0
     enabled: bool = True
 
 
 class CircuitBreaker:
+    """The breaker shared by every process of a consumer name (its row in `consumer_breaker`).
+
+    Guarantee: each decision is taken under that row's lock, so however many processes
+    run, fewer than `failing_aggregates` aggregates reach the dead letters before it
+    opens; it closes only on a success, never because failures aged out."""
+
     def __init__(self, policy: BreakerPolicy, names: DbNames = DbNames()) -> None:
         self.policy = policy
         self._open: set[str] = set()  # consumer names this process holds records for

@@ -38,6 +38,10 @@ class StopRequested(BatchAbandoned):
 
 
 class GroupKeepAlive:
+    """Waits (a retry's backoff) while staying in the consumer group: the partitions are
+    paused and polled, so heartbeats and `max.poll.interval.ms` are kept; a revoked
+    partition ends the wait with `BatchAbandoned`."""
+
     def __init__(self, kafka: Consumer, stop: threading.Event, slice_s: float = 0.5) -> None:
         self.kafka = kafka
         self.stop = stop

@@ -7,6 +7,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class ConsumerMetrics:
+    """The consumer's Prometheus metrics, in a registry of its own (one per `Consumer`)."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.records = Counter(

@@ -18,6 +18,8 @@ _MAX_SAMPLES = 200_000
 
 
 class Outcome(enum.Enum):
+    """How one record ended for one consumer name; every record ends as exactly one."""
+
     PROCESSED = "processed"
     DUPLICATE = "duplicate"
     STALE = "stale"
@@ -30,6 +32,8 @@ class Outcome(enum.Enum):
 
 @dataclass
 class ConsumerStats:
+    """Outcome counts and timings of one consumer process, mirrored into its metrics."""
+
     metrics: ConsumerMetrics = field(default_factory=ConsumerMetrics)
     outcomes: Counter[Outcome] = field(default_factory=Counter)
     retries: int = 0

@@ -15,6 +15,8 @@ from cdcbox.stores.version_guard import VersionGuard
 
 @dataclass(frozen=True)
 class Stores:
+    """The consumer's tables of one schema, each behind the store that owns its SQL."""
+
     inbox: Inbox = field(default_factory=Inbox)
     reconciliation: Reconciliation = field(default_factory=Reconciliation)
     parking: Parking = field(default_factory=Parking)

@@ -107,6 +107,8 @@ class DeadLetterPublisher:
 
 @dataclass(frozen=True)
 class DeadLetter:
+    """One record of a dead-letter topic: the original key, value and headers, and why."""
+
     partition: int
     offset: int
     key: bytes | None

@@ -193,27 +193,34 @@ def quarantine(
     finally:
         client.resume(name)  # new tasks, from the offset now past the stuck record
     return Report(
-        name,
-        str(stuck.row.event_id),
-        f"{stuck.row.aggregate_type}/{stuck.row.aggregate_id}",
-        stuck.error,
-        lsn_text(stuck.at.lsn),
-        len(stuck.before),
-        payload_on_topic,
-        topic,
-        f"{stuck.names.schema}.{stuck.names.quarantine}",
+        connector=name,
+        event_id=str(stuck.row.event_id),
+        aggregate=f"{stuck.row.aggregate_type}/{stuck.row.aggregate_id}",
+        error=stuck.error,
+        lsn=lsn_text(stuck.at.lsn),
+        republished=len(stuck.before),
+        payload_on_topic=payload_on_topic,
+        topic=topic,
+        table=f"{stuck.names.schema}.{stuck.names.quarantine}",
     )
 
 
 def _await_slot_released(conn: psycopg.Connection[Any], slot: str, timeout_s: float = 60) -> None:
+    """Until no walsender holds `slot` (the stopped task's may linger): its WAL can only
+    be peeked then. Raises, naming the slot, when one still does after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
         with conn.transaction():
             row = conn.execute(
                 "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
             ).fetchone()
-        if row is None or not row[0] or time.monotonic() > deadline:
+        if row is None or not row[0]:
             return
+        if time.monotonic() > deadline:
+            raise UsageError(
+                f"replication slot {slot!r} is still in use {timeout_s:.0f}s after the "
+                "connector stopped; see pg_stat_replication for who holds it"
+            )
         time.sleep(0.2)
 
 

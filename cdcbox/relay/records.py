@@ -15,6 +15,8 @@ from cdcbox.relay.store import OutboxRow
 
 @dataclass(frozen=True)
 class KafkaRecord:
+    """A record as the relays publish it: topic, key (aggregate id), value, headers."""
+
     topic: str
     key: bytes
     value: bytes

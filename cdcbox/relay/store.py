@@ -43,6 +43,9 @@ _ROW = ("id", *EVENT_COLUMNS, "created_at", "occurred_at", "retry_count")
 
 
 class RelayStore:
+    """The polling relay's SQL over the outbox: claim due rows with SKIP LOCKED under a
+    lease, mark them SENT only while the lease is still this worker's, back off failures."""
+
     def __init__(self, names: DbNames = DbNames(), lease_check: bool = True) -> None:
         """`lease_check` False (the fault suite only) lets a worker take rows another
         worker holds under a lease that has not expired."""
@@ -177,6 +180,8 @@ class RelayStore:
 
 @dataclass(frozen=True)
 class OutboxStats:
+    """Outbox rows by status, the age of the oldest pending one, and the dead ones."""
+
     by_status: dict[str, int]
     oldest_pending_age_s: float | None
     dead: int

@@ -36,6 +36,8 @@ log = logging.getLogger("cdcbox.relay")
 
 @dataclass
 class RelayMetrics:
+    """The polling relay's Prometheus metrics, in a registry of its own."""
+
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
@@ -60,6 +62,9 @@ PERMANENT_KINDS = frozenset(
 
 @dataclass(frozen=True)
 class Failure:
+    """Why a row was not published; `permanent` failures (a record Kafka will never take)
+    go DEAD at once instead of being retried."""
+
     error: str
     permanent: bool = False
 
@@ -71,6 +76,8 @@ class Failure:
 
 @dataclass
 class RelayStats:
+    """Counts of one relay worker: rows sent, failed, made dead, batches run."""
+
     sent: int = 0
     failed: int = 0
     dead: int = 0
@@ -78,6 +85,12 @@ class RelayStats:
 
 
 class RelayWorker:
+    """Publishes outbox rows to Kafka with the wire contract Debezium's router produces.
+
+    Guarantee: a row is marked SENT only after Kafka acknowledged it and while this
+    worker still holds its lease, so a row is published at least once and no two
+    workers publish it under live leases."""
+
     def __init__(self, config: RelayConfig, names: DbNames = DbNames()) -> None:
         self.config = config
         self.names = names

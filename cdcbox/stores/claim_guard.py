@@ -20,6 +20,9 @@ from cdcbox.stores.version_guard import GuardResult
 
 
 class ClaimAndAdvance:
+    """Inbox claim and version advance in one statement (one round trip per record): the
+    version moves only if the claim inserted the row."""
+
     def __init__(self, names: DbNames = DbNames()) -> None:
         self._statement = (
             sql.SQL(

@@ -19,6 +19,9 @@ from cdcbox.names import DbNames
 
 
 class GroupBinding:
+    """One consumer name, one consumer group: the first group a name runs in is recorded,
+    and a start in another group is refused unless the name is moved on purpose."""
+
     def __init__(self, names: DbNames = DbNames()) -> None:
         table = names.table("bindings")
         self._bind = sql.SQL(

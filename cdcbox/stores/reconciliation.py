@@ -12,6 +12,9 @@ from cdcbox.names import DbNames
 
 
 class Reconciliation:
+    """Events a handler refused as illegal transitions, kept for people to reconcile (once
+    per event and consumer)."""
+
     def __init__(self, names: DbNames = DbNames()) -> None:
         self._insert = sql.SQL(
             "INSERT INTO {} (event_id, consumer_name, event_type, aggregate_type, "

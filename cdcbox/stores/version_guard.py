@@ -28,6 +28,8 @@ VersionKey = tuple[str, str, str]  # (consumer name, aggregate type, aggregate i
 
 @dataclass(frozen=True)
 class GuardResult:
+    """The answer of a version advance: applied or stale, and the version before it."""
+
     applied: bool  # False: the event is stale (not newer than the last applied)
     previous: int | None  # the version applied before, None for a new aggregate
 
@@ -37,6 +39,10 @@ class GuardResult:
 
 
 class VersionGuard:
+    """The last version each consumer applied per aggregate (`consumer_aggregate_version`).
+
+    Guarantee: the version only moves forward, so an event not newer than it is stale."""
+
     def __init__(self, names: DbNames = DbNames()) -> None:
         self._advance = (
             sql.SQL(

@@ -38,11 +38,18 @@ class _NeedsSavepoints(Exception):
 
 @dataclass
 class BatchResult:
+    """What a batch transaction applied (with each record's outcome) and what it left, in
+    order, to the per-record path."""
+
     applied: list[tuple[Routed, Outcome]] = field(default_factory=list)
     deferred: list[Routed] = field(default_factory=list)  # in order, for the per-record path
 
 
 class BatchTransaction:
+    """Applies a poll batch in one transaction (see the module docstring). Guarantee: a
+    record is either applied in the batch's commit or deferred with its aggregate's later
+    records, so per-aggregate order holds."""
+
     def __init__(self, stores: Stores, transaction: RecordTransaction) -> None:
         self.stores = stores
         self.transaction = transaction

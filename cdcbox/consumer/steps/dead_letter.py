@@ -35,6 +35,12 @@ MAX_REQUEUES = 5
 
 
 class DeadLetterStep:
+    """Publishes what cannot be applied to its DLQ, then records it (FAILED inbox row, park).
+
+    Guarantee: nothing is recorded unless the DLQ acknowledged the letter; a record that
+    was published but not recorded comes back and is published again (one copy per
+    event id and consumer is replayed)."""
+
     def __init__(
         self,
         publisher: DeadLetterPublisher,

@@ -20,6 +20,8 @@ from cdcbox.stores.version_guard import GuardResult, VersionGuard
 
 
 class GuardStep:
+    """The version guard inside a record's transaction, with the consumer's gap policy."""
+
     def __init__(self, guard: VersionGuard, gap_policy: GapPolicy) -> None:
         self.guard = guard
         self.gap_policy = gap_policy

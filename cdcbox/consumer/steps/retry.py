@@ -31,6 +31,10 @@ OnClosed = Callable[[ConnectionSource, str, datetime], object]
 
 
 class RetryStep:
+    """Runs a record's transaction until it ends: retried with backoff while its partition
+    waits, dead-lettered after `policy.max_attempts` unless the breaker holds it, and
+    waiting out a database outage without spending attempts."""
+
     def __init__(
         self,
         transaction: RecordTransaction,

@@ -25,6 +25,11 @@ from cdcbox.stores.inbox import Claim
 
 
 class RecordTransaction:
+    """One record in one local transaction: claim, guard, handler, mark, COMMIT.
+
+    Guarantee: the inbox row, the version advance and the handler's writes commit
+    together or not at all."""
+
     def __init__(
         self, stores: Stores, guard: GuardStep, stats: ConsumerStats, dedupe: bool = True
     ) -> None:
