@@ -28,6 +28,12 @@ from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 
 RelayMode = Literal["cdc", "polling"]
+# What a database needs: `inbox` for a service that consumes (inbox, versions, parking,
+# reconciliation, breaker, group bindings), `outbox` for one that produces (the outbox,
+# and for CDC the Debezium role, publication and slot). A consume-only database migrated
+# with `inbox` alone needs no REPLICATION, no logical WAL and pins no WAL.
+Part = Literal["inbox", "outbox"]
+PARTS: tuple[Part, ...] = ("inbox", "outbox")
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,12 @@ class Migration:
     version: str
     path: Path
 
+    @property
+    def part(self) -> Part:
+        """`outbox` for the relays' files and those named for the outbox, else `inbox`."""
+        relay_file = "/" in self.version
+        return "outbox" if relay_file or "outbox" in self.version else "inbox"
+
     def render(self, names: DbNames) -> sql.Composed:
         try:
             return sql.SQL(self.path.read_text()).format(**names.template_values())
@@ -44,10 +56,13 @@ class Migration:
             raise SchemaError(f"migration {self.path} references an unknown name: {e}") from e
 
 
-def discover(mode: RelayMode, root: Path | None = None) -> list[Migration]:
+def discover(
+    mode: RelayMode, root: Path | None = None, parts: tuple[Part, ...] = PARTS
+) -> list[Migration]:
     base = root or resource_dir("schemas") / "sql"
     found = [Migration(p.stem, p) for p in sorted(base.glob("*.sql"))]
-    return found + [Migration(f"{mode}/{p.stem}", p) for p in sorted((base / mode).glob("*.sql"))]
+    found += [Migration(f"{mode}/{p.stem}", p) for p in sorted((base / mode).glob("*.sql"))]
+    return [m for m in found if m.part in parts]
 
 
 def payload_limit_sql(names: DbNames, limits: EventLimits) -> sql.Composed:
@@ -74,28 +89,32 @@ def recorded_payload_limit(conn: psycopg.Connection[Any], names: DbNames) -> int
 
 
 def render_sql(
-    mode: RelayMode, names: DbNames = DbNames(), limits: EventLimits = EventLimits()
+    mode: RelayMode,
+    names: DbNames = DbNames(),
+    limits: EventLimits = EventLimits(),
+    parts: tuple[Part, ...] = PARTS,
 ) -> str:
     """Every migration for `mode` as one SQL script, for teams that apply DDL with their
     own migration tool (the ledger rows included, so `migrate` later finds them done)."""
     ledger = names.table("migrations")
-    parts: list[sql.Composable] = [
+    script: list[sql.Composable] = [
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (version text PRIMARY KEY, "
             "applied_at timestamptz NOT NULL DEFAULT now());"
         ).format(ledger)
     ]
-    for migration in discover(mode):
-        parts.append(sql.SQL("-- {}").format(sql.SQL(migration.version)))
-        parts.append(migration.render(names))
-        parts.append(
+    for migration in discover(mode, parts=parts):
+        script.append(sql.SQL("-- {}").format(sql.SQL(migration.version)))
+        script.append(migration.render(names))
+        script.append(
             sql.SQL("INSERT INTO {} (version) VALUES ({}) ON CONFLICT DO NOTHING;").format(
                 ledger, sql.Literal(migration.version)
             )
         )
-    parts.append(sql.SQL("-- the payload size limit (cdcbox.limits)"))
-    parts.append(payload_limit_sql(names, limits) + sql.SQL(";"))
-    return "\n".join(p.as_string(None) for p in parts) + "\n"
+    if "outbox" in parts:
+        script.append(sql.SQL("-- the payload size limit (cdcbox.limits)"))
+        script.append(payload_limit_sql(names, limits) + sql.SQL(";"))
+    return "\n".join(p.as_string(None) for p in script) + "\n"
 
 
 def migrate(
@@ -105,6 +124,7 @@ def migrate(
     debezium_password: str | None = None,
     slot: str | None = None,
     limits: EventLimits = EventLimits(),
+    parts: tuple[Part, ...] = PARTS,
 ) -> list[str]:
     """Apply what is pending; return the versions applied now (empty when up to date).
     The payload size CHECK is brought in line with `limits` in the same transaction.
@@ -115,6 +135,8 @@ def migrate(
     """
     if slot is not None and mode != "cdc":
         raise UsageError("a replication slot is for the CDC relay; the polling relay needs none")
+    if slot is not None and "outbox" not in parts:
+        raise UsageError("a replication slot is for a producing database (--only outbox)")
     lock_key = zlib.crc32(f"cdcbox-migrate:{names.schema}".encode())
     applied_now: list[str] = []
     with conn.transaction():
@@ -127,7 +149,7 @@ def migrate(
             ).format(ledger)
         )
         done = {row[0] for row in conn.execute(sql.SQL("SELECT version FROM {}").format(ledger))}
-        for migration in discover(mode):
+        for migration in discover(mode, parts=parts):
             if migration.version in done:
                 continue
             conn.execute(migration.render(names))
@@ -135,13 +157,56 @@ def migrate(
                 sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(ledger), (migration.version,)
             )
             applied_now.append(migration.version)
-        if recorded_payload_limit(conn, names) != limits.max_payload_bytes:
-            conn.execute(payload_limit_sql(names, limits))
-        if debezium_password is not None and mode == "cdc":
-            set_password(conn, names.debezium_role, debezium_password)
+        if "outbox" in parts:
+            if recorded_payload_limit(conn, names) != limits.max_payload_bytes:
+                conn.execute(payload_limit_sql(names, limits))
+            if mode == "cdc":
+                ensure_publication(conn, names)
+            if debezium_password is not None and mode == "cdc":
+                set_password(conn, names.debezium_role, debezium_password)
     if slot is not None:
         ensure_slot(conn, slot)
     return applied_now
+
+
+def ensure_publication(conn: psycopg.Connection[Any], names: DbNames) -> None:
+    """The insert-only publication of this schema's outbox, created if missing.
+
+    Guarantee: the outbox table is in `names.publication` when this returns; an existing
+    publication of that name that does not cover it (another service's) is refused,
+    naming it, since a connector streaming it would publish none of this outbox's rows.
+    """
+    if (
+        conn.execute(
+            "SELECT FROM pg_publication WHERE pubname = %s", (names.publication,)
+        ).fetchone()
+        is None
+    ):
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert')").format(
+                sql.Identifier(names.publication), names.table("outbox")
+            )
+        )
+        return
+    if not publication_covers(conn, names.publication, names.outbox_qualified):
+        raise SchemaError(
+            f"publication {names.publication!r} exists but does not cover "
+            f"{names.outbox_qualified}: it belongs to another outbox; give this schema its "
+            "own (the default for a schema other than public is cdcbox_outbox_<schema>)"
+        )
+
+
+def publication_covers(conn: psycopg.Connection[Any], publication: str, table: str) -> bool:
+    """Whether `publication` publishes `table` ("schema.table")."""
+    schema, _, name = table.partition(".")
+    return (
+        conn.execute(
+            "SELECT FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s "
+            "AND tablename = %s",
+            (publication, schema, name),
+        ).fetchone()
+        is not None
+    )
 
 
 def set_password(conn: psycopg.Connection[Any], role: str, password: str) -> None:
@@ -187,9 +252,16 @@ def ensure_slot(conn: psycopg.Connection[Any], name: str) -> bool:
     """
     with conn.transaction():
         row = conn.execute(
-            "SELECT plugin FROM pg_replication_slots WHERE slot_name = %s", (name,)
+            "SELECT plugin, database, current_database() FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (name,),
         ).fetchone()
     if row is not None:
+        if row[1] != row[2]:
+            raise SchemaError(
+                f"replication slot {name!r} belongs to database {row[1]!r}, not {row[2]!r}: "
+                "slots are per cluster; give this database's connector a slot of its own"
+            )
         if row[0] != PLUGIN:
             raise SchemaError(
                 f"replication slot {name!r} exists with plugin {row[0]!r}, not {PLUGIN}"

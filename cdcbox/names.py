@@ -14,6 +14,7 @@ from psycopg import sql
 from cdcbox.errors import ConfigError
 
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+DEFAULT_PUBLICATION = "cdcbox_outbox"
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,17 @@ class DbNames:
     quarantine: str = "outbox_quarantine"
     topic_keys: str = "outbox_topic_key"
     migrations: str = "cdcbox_schema_migrations"
-    publication: str = "cdcbox_outbox"
+    # "" derives it: `cdcbox_outbox` for the public schema (the name it always had),
+    # `cdcbox_outbox_<schema>` for any other, so two services never share one.
+    publication: str = ""
     debezium_role: str = "cdcbox_debezium"
 
     def __post_init__(self) -> None:
+        if not self.publication:
+            derived = (
+                DEFAULT_PUBLICATION if self.schema == "public" else f"cdcbox_outbox_{self.schema}"
+            )
+            object.__setattr__(self, "publication", derived)
         for f in fields(self):
             value = getattr(self, f.name)
             if not _IDENTIFIER.fullmatch(value):

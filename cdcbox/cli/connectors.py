@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,9 @@ from cdcbox.cli.common import handle_errors, json_option, print_json, print_tabl
 from cdcbox.cli.common import settings as settings_of
 from cdcbox.connect import connectors as specs
 from cdcbox.errors import UsageError
+from cdcbox.names import DbNames
 from cdcbox.ops import quarantine
+from cdcbox.ops.doctor import refuse_unpublishable
 from cdcbox.resources import resource_dir
 
 spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
@@ -29,15 +32,28 @@ def _path(path: Path | None) -> Path:
 @handle_errors
 def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None:
     """Validate, diff and upsert connector specs, then wait until they run."""
-    connect = settings_of(ctx).connect_client()
-    for spec in specs.load_specs(_path(path)):
-        result = specs.apply(connect, spec, timeout_s=timeout, progress=_progress(spec.name))
+    s = settings_of(ctx)
+    connect = s.connect_client()
+    for spec in specs.load_specs(_path(path), {**schema_defaults(s.names), **os.environ}):
+        say = _progress(spec.name)
+        if s.dsn:
+            with s.database() as conn:
+                for warning in refuse_unpublishable(conn, spec.config, s.names):
+                    say(f"warning: {warning}")
+        result = specs.apply(connect, spec, timeout_s=timeout, progress=say)
         if not result.changed:
             click.echo(f"{spec.name}: unchanged ({result.state})")
             continue
         for line in result.diff.lines():
             click.echo(f"  {line}")
         click.echo(f"{spec.name}: applied ({result.state})")
+
+
+def schema_defaults(names: DbNames) -> dict[str, str]:
+    """With `--schema`, the spec's table and publication default to that schema's."""
+    if names.schema == "public":
+        return {}
+    return {"CDCBOX_OUTBOX_TABLE": names.outbox_qualified, "CDCBOX_PUBLICATION": names.publication}
 
 
 def _progress(name: str) -> Callable[[str], None]:

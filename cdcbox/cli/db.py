@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import click
 
 from cdcbox.cli.common import handle_errors, settings
 from cdcbox.db import connect
-from cdcbox.migrate import migrate, render_sql
+from cdcbox.migrate import PARTS, Part, migrate, render_sql
 from cdcbox.stack.secrets import read_password_properties
+
+only_option = click.option(
+    "--only",
+    type=click.Choice(PARTS),
+    default=None,
+    help="inbox: what a consuming service needs (no role, publication or slot; an "
+    "ordinary role and wal_level=replica do); outbox: what a producing one needs "
+    "[default: both].",
+)
+
+
+def _parts(only: str | None) -> tuple[Part, ...]:
+    return PARTS if only is None else (cast(Part, only),)
 
 
 @click.group("db")
@@ -40,6 +54,7 @@ def db() -> None:
     "written before the first `cdc-ctl apply` is lost.",
 )
 @click.option("--no-slot", is_flag=True, help="Leave the slot to the connector's first start.")
+@only_option
 @click.pass_context
 @handle_errors
 def migrate_command(
@@ -48,8 +63,11 @@ def migrate_command(
     debezium_password_file: Path | None,
     slot: str,
     no_slot: bool,
+    only: str | None,
 ) -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
+    parts = _parts(only)
+    producing = "outbox" in parts
     password = read_password_properties(debezium_password_file) if debezium_password_file else None
     s = settings(ctx)
     with connect(s.require_dsn()) as conn:
@@ -57,19 +75,22 @@ def migrate_command(
             conn,
             names=s.names,
             mode=relay,  # type: ignore[arg-type]
-            debezium_password=password,
-            slot=None if no_slot or relay == "polling" else slot,
+            debezium_password=password if producing else None,
+            slot=None if no_slot or relay == "polling" or not producing else slot,
             limits=s.limits,
+            parts=parts,
         )
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
 
 
 @db.command("sql")
 @click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True)
+@only_option
 @click.pass_context
 @handle_errors
-def sql_command(ctx: click.Context, relay: str) -> None:
+def sql_command(ctx: click.Context, relay: str, only: str | None) -> None:
     """Print the migrations as one SQL script, for your own migration tool (Alembic,
     Flyway); it records the versions, so `db migrate` later finds them applied."""
     s = settings(ctx)
-    click.echo(render_sql(relay, s.names, s.limits), nl=False)  # type: ignore[arg-type]
+    script = render_sql(relay, s.names, s.limits, _parts(only))  # type: ignore[arg-type]
+    click.echo(script, nl=False)

@@ -71,11 +71,11 @@ def outbox_purge(
     age = retention.parse_duration(older_than)
     with s.database() as conn, DeletingProgress() as bar:
         mode = cast(RelayMode, relay) if relay else recorded_relay_mode(conn, s.names)
-        read_until = (
-            connector_offsets.read_position(s.connect_client(), connector)
-            if mode == "cdc"
-            else None
-        )
+        read_until, config = None, None
+        if mode == "cdc":
+            client = s.connect_client()
+            read_until = connector_offsets.read_position(client, connector)
+            config = client.config(connector) or {}
         result = retention.purge_outbox(
             conn,
             age,
@@ -84,6 +84,7 @@ def outbox_purge(
             names=s.names,
             batch=batch,
             progress=bar,
+            connector_config=config,
         )
     if result.capped_by_connector:
         click.echo(

@@ -4,7 +4,7 @@ failed check, not a crash."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,11 +13,12 @@ import psycopg
 from cdcbox import wire
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS, ConnectorSpec
-from cdcbox.errors import CdcboxError
+from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.kafka.topics import colliding_topics
 from cdcbox.limits import EventLimits
+from cdcbox.migrate import publication_covers
 from cdcbox.names import DbNames
 from cdcbox.ops.check import Check
 from cdcbox.ops.limit_checks import connector_limit_check, table_limit_check, topic_limit_checks
@@ -59,6 +60,7 @@ def database_checks(
             *_replication_capacity(conn, slot),
             _debezium_role(conn, config.get("database.user", names.debezium_role), names),
             _publication(conn, config, names),
+            _slot_database(conn, slot),
             _outbox_columns(conn, config, names),
             _slot_retention(conn, slot, max_retained_bytes),
         ]
@@ -136,6 +138,58 @@ def _publication(conn: psycopg.Connection[Any], config: dict[str, str], names: D
         f"{publication} covers {tables or 'nothing'}",
         f"the publication must cover exactly {wanted}: `cdc-ctl db migrate` creates it",
     )
+
+
+def _slot_database(conn: psycopg.Connection[Any], slot: str) -> Check:
+    row = conn.execute(
+        "SELECT database, current_database() FROM pg_replication_slots WHERE slot_name = %s",
+        (slot,),
+    ).fetchone()
+    if row is None:
+        return Check(
+            "connector slot",
+            False,
+            f"{slot} does not exist",
+            "`cdc-ctl db migrate --slot NAME` creates it (the connector would create it at its "
+            "first start, and rows written before that are never published)",
+        )
+    return Check(
+        "connector slot",
+        row[0] == row[1],
+        f"{slot} belongs to database {row[0]}",
+        f"a slot streams one database: give the connector of {row[1]} a slot of its own",
+    )
+
+
+def refuse_unpublishable(
+    conn: psycopg.Connection[Any], config: Mapping[str, str], names: DbNames
+) -> list[str]:
+    """Before a connector is applied: raise `UsageError` if it would report RUNNING and
+    publish nothing of its table (the table outside its publication, its slot another
+    database's). Returns warnings: a slot that does not exist yet, or a connector of
+    another database than `conn`'s, which cannot be checked from here."""
+    with conn.transaction():
+        database = conn.execute("SELECT current_database()").fetchone()
+        wanted = config.get("database.dbname")
+        if database is None or (wanted and wanted != database[0]):
+            return [
+                f"not checked against the database: the DSN names {database}, the "
+                f"connector {wanted}"
+            ]
+        table = config.get("table.include.list", names.outbox_qualified)
+        publication = config.get("publication.name", names.publication)
+        if not publication_covers(conn, publication, table):
+            raise UsageError(
+                f"publication {publication!r} does not cover {table}: the connector would "
+                "run and publish none of its rows (`cdc-ctl --schema SCHEMA db migrate` "
+                "makes the schema's publication; set CDCBOX_PUBLICATION to it)"
+            )
+        slot = _slot_database(conn, config.get("slot.name", ""))
+    if slot.ok:
+        return []
+    if "does not exist" in slot.detail:
+        return [f"{slot.detail}: {slot.fix}"]
+    raise UsageError(f"slot {slot.detail}: {slot.fix}")
 
 
 def _outbox_columns(conn: psycopg.Connection[Any], config: dict[str, str], names: DbNames) -> Check:

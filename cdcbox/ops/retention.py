@@ -9,7 +9,7 @@ older than the safety floor, past which no redelivery of the event can arrive.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,7 +20,7 @@ from psycopg import sql
 from cdcbox.errors import UsageError
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.topics import topic_retention
-from cdcbox.migrate import RelayMode, recorded_relay_mode
+from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
@@ -85,6 +85,7 @@ def purge_outbox(
     names: DbNames = DbNames(),
     batch: int = 5000,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    connector_config: Mapping[str, str] | None = None,
 ) -> OutboxPurge:
     """Delete outbox rows older than `older_than` that no relay needs any more.
 
@@ -93,7 +94,9 @@ def purge_outbox(
     unsent rows. Polling mode deletes only SENT rows. In CDC mode rows stay PENDING
     forever, so the connector's position (`connector_offsets.read_position`) is required
     as `read_until` and caps the cutoff: a row the connector may not have read yet is
-    never deleted.
+    never deleted. That position says something of this outbox only if the connector
+    streams this table through a publication that covers it (`connector_config`): a
+    connector of another outbox moves on past rows it never saw, so that is refused.
     """
     recorded = recorded_relay_mode(conn, names)
     if mode is not None and mode != recorded:
@@ -105,11 +108,12 @@ def purge_outbox(
     cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
     capped = False
     if mode == "cdc":
-        if read_until is None:
+        if read_until is None or connector_config is None:
             raise UsageError(
-                "a CDC-mode purge needs the connector's position: without it a row the "
-                "connector has not read yet could be deleted"
+                "a CDC-mode purge needs the connector's position and configuration: without "
+                "them a row the connector has not read yet could be deleted"
             )
+        _check_connector_reads(conn, connector_config, names)
         if read_until < cutoff:
             cutoff, capped = read_until, True
     table = names.table("outbox")
@@ -124,6 +128,25 @@ def purge_outbox(
     ).format(t=table, c=condition)
     deleted = _purge(conn, count, delete, (cutoff,), batch, progress)
     return OutboxPurge(deleted, cutoff, capped)
+
+
+def _check_connector_reads(
+    conn: psycopg.Connection[Any], config: Mapping[str, str], names: DbNames
+) -> None:
+    table = config.get("table.include.list", "")
+    publication = config.get("publication.name", "")
+    if table != names.outbox_qualified:
+        raise UsageError(
+            f"the connector streams {table or 'no table'}, not {names.outbox_qualified}: its "
+            "position says nothing of this outbox (pass this outbox's --connector)"
+        )
+    with conn.transaction():
+        covered = publication_covers(conn, publication, table)
+    if not covered:
+        raise UsageError(
+            f"publication {publication!r} does not cover {table}: the connector has published "
+            "none of its rows, whatever its position (see `cdc-ctl doctor`)"
+        )
 
 
 @dataclass(frozen=True)

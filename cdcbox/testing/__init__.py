@@ -28,7 +28,7 @@ import pytest
 from psycopg import sql
 
 from cdcbox.consumer.handler import Handler
-from cdcbox.names import DbNames
+from cdcbox.names import DEFAULT_PUBLICATION, DbNames
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.testing.harness import Harness, MemoryTopics, Record
 from cdcbox.testing.schemas import migrated_schema
@@ -77,6 +77,10 @@ def cdcbox_schema(cdcbox_database: str) -> Iterator[DbNames]:
     yield names
     with psycopg.connect(cdcbox_database, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(names.schema)))
+        if names.publication != DEFAULT_PUBLICATION:  # never the shared one
+            conn.execute(
+                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
+            )
 
 
 @pytest.fixture

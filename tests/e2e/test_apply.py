@@ -31,8 +31,10 @@ def test_apply_twice_changes_nothing_the_second_time(
     live = connect_client.config(name)
     assert live is not None and live["slot.name"] == name.replace("-", "_")
 
-    # stderr says what apply is doing, with the states it waited through.
-    progress = first.stderr.splitlines()
+    # stderr says what apply is doing, with the states it waited through, after the
+    # warning that the slot does not exist yet (nothing written before its start is kept).
+    warning, *progress = first.stderr.splitlines()
+    assert warning.startswith(f"{name}: warning: {name.replace('-', '_')} does not exist")
     assert progress[0].startswith(f"{name}: validating with the worker's ")
     assert any(line.startswith(f"{name}: writing its config (") for line in progress)
     assert "waiting for RUNNING: connector RUNNING, tasks 0:RUNNING (" in progress[-1]
@@ -40,6 +42,7 @@ def test_apply_twice_changes_nothing_the_second_time(
     second = runner.invoke(cli, ["apply", str(path)], catch_exceptions=False)
     assert second.exit_code == 0, second.output
     assert second.stdout.strip() == f"{name}: unchanged (RUNNING)"
+    assert "warning" not in second.stderr  # the connector made its slot
     assert connect_client.config(name) == live
 
 
