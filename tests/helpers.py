@@ -3,7 +3,10 @@ for a condition with a deadline is the plugin's `eventually` (never a bare sleep
 
 from __future__ import annotations
 
+import secrets
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 from psycopg import sql
@@ -14,7 +17,9 @@ from cdcbox.testing.waits import eventually
 
 __all__ = [
     "drop_slot_once_released",
+    "dsn_as",
     "eventually",
+    "login_role",
     "migrated_schema",
     "schema_with_orders",
     "unique",
@@ -58,3 +63,35 @@ def schema_with_orders(dsn: str, prefix: str) -> DbNames:
             )
         )
     return names
+
+
+def dsn_as(dsn: str, user: str, password: str) -> str:
+    """`dsn` logging in as `user` with `password`."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    info.update(user=user, password=password)
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
+
+
+@contextmanager
+def login_role(dsn: str, prefix: str) -> Iterator[tuple[str, str]]:
+    """A new LOGIN role without SUPERUSER or REPLICATION, as a managed database hands
+    out: its name and a DSN that logs in as it. Afterwards its sessions are ended and it
+    is dropped with everything it owns."""
+    role, password = unique(prefix), secrets.token_hex(16)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOREPLICATION PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)
+            )
+        )
+    try:
+        yield role, dsn_as(dsn, role, password)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            admin.execute(
+                sql.SQL("DROP OWNED BY {r}; DROP ROLE {r}").format(r=sql.Identifier(role))
+            )

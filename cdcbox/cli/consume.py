@@ -27,7 +27,7 @@ from cdcbox.cli.schemas import default_schemas_dir
 from cdcbox.consumer import Consumer, ConsumerConfig, Handler, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
-from cdcbox.consumer.runner import dispatch_table
+from cdcbox.consumer.dispatch import dispatch_table
 from cdcbox.errors import ConfigError
 from cdcbox.fault_switches import ENV as FAULT_SWITCHES_ENV
 from cdcbox.fault_switches import FaultSwitches

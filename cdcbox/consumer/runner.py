@@ -13,7 +13,6 @@ handlers may take one event type: each applies it under its own consumer name.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -21,9 +20,9 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
+from cdcbox.consumer.dispatch import dispatch_table
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.pipeline import RecordPipeline
@@ -33,7 +32,6 @@ from cdcbox.db import Reconnecting, durability_barrier, is_outage
 from cdcbox.errors import (
     CdcboxError,
     CommitRefused,
-    ConfigError,
     ServiceUnavailable,
     SessionChanged,
 )
@@ -45,37 +43,6 @@ from cdcbox.names import DbNames
 from cdcbox.telemetry.http_metrics import serve
 
 log = logging.getLogger("cdcbox.consumer")
-_CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
-
-
-def dispatch_table(handlers: Sequence[Handler]) -> dict[str, tuple[Handler, ...]]:
-    """event_type → the handlers taking it (each its own consumer name, so its own inbox
-    key), refusing what would be ambiguous or silently dead."""
-    if not handlers:
-        raise ConfigError("a consumer needs at least one handler")
-    names: set[str] = set()
-    table: dict[str, tuple[Handler, ...]] = {}
-    for handler in handlers:
-        cls = type(handler)
-        name = getattr(handler, "consumer_name", None)
-        if not isinstance(name, str) or not _CONSUMER_NAME.fullmatch(name):
-            raise ConfigError(
-                f"{cls.__name__}.consumer_name must be set to a stable name "
-                "(letters, digits, '_.:-'); it is half of the inbox key"
-            )
-        if name in names:
-            raise ConfigError(f"consumer name {name!r} is used by two handlers")
-        names.add(name)
-        if not handler.subscribed_topics():
-            raise ConfigError(f"{cls.__name__} declares neither aggregate_types nor topics")
-        if isinstance(handler, AsyncHandler) and handler.pipelined:
-            raise ConfigError(f"{cls.__name__}: an AsyncHandler cannot be pipelined")
-        event_types = getattr(handler, "event_types", None)
-        if not event_types:
-            raise ConfigError(f"{cls.__name__}.event_types is empty")
-        for event_type in event_types:
-            table[event_type] = (*table.get(event_type, ()), handler)
-    return table
 
 
 class Consumer:
@@ -273,9 +240,7 @@ class Consumer:
         except (CdcboxError, psycopg.Error) as e:
             if not is_outage(e):
                 raise
-            self._outages += 1
-            self._rewind(kafka, batch, {})
-            pipeline.retry.wait_out_outage(e, self._outages)
+            self._wait_for_database(kafka, pipeline, batch, {}, e)
             return
         if switches.offsets_before_db_commit:
             kafka.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
@@ -314,9 +279,7 @@ class Consumer:
                     raise
                 # The database went away outside a record's retries (a parked check, a
                 # dead letter's record): nothing of the rest is lost, it comes back.
-                self._outages += 1
-                self._rewind(kafka, batch, done)
-                pipeline.retry.wait_out_outage(e, self._outages)
+                self._wait_for_database(kafka, pipeline, batch, done, e)
                 return
             done[tp] = records[-1].offset + 1
         self._outages = 0
@@ -341,6 +304,25 @@ class Consumer:
                     "be redelivered and deduplicated",
                     e,
                 )
+
+    def _wait_for_database(
+        self,
+        kafka: kafka_client.Consumer,
+        pipeline: RecordPipeline,
+        batch: dict[TopicPartition, list[Any]],
+        done: dict[TopicPartition, int],
+        error: BaseException,
+    ) -> None:
+        """The database went away outside a record's retries (a parked check, a dead
+        letter's record, the batch's session): the batch resumes where it ended once it
+        is back. Waiting keeps the group membership; partitions revoked meanwhile are
+        their next owner's, from the offsets committed so far."""
+        self._outages += 1
+        self._rewind(kafka, batch, done)
+        try:
+            pipeline.retry.wait_out_outage(error, self._outages)
+        except BatchAbandoned as e:
+            log.warning("%s; the batch is the partitions' next owner's", e)
 
     def _guard_session(self) -> None:
         """Commits of the batch about to run will be asynchronous: keep them on one

@@ -19,9 +19,9 @@ from typing import Any
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
+from cdcbox.consumer.dispatch import dispatch_table
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline
-from cdcbox.consumer.runner import dispatch_table
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting

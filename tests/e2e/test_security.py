@@ -19,7 +19,7 @@ from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
-from tests.helpers import unique
+from tests.helpers import dsn_as, unique
 
 pytestmark = pytest.mark.e2e
 CONNECTOR = "cdcbox-outbox"
@@ -144,9 +144,7 @@ def test_a_role_password_set_by_migrate_never_reaches_the_server_log(
             conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
             conn.execute("SET log_statement = 'ddl'")
             migrate(conn, names, debezium_password=password)
-        info = psycopg.conninfo.conninfo_to_dict(stack.dsn)
-        info.update(user=names.debezium_role, password=password)
-        with psycopg.connect(psycopg.conninfo.make_conninfo(**info)) as conn:
+        with psycopg.connect(dsn_as(stack.dsn, names.debezium_role, password)) as conn:
             assert conn.execute("SELECT current_user").fetchone() == (names.debezium_role,)
         logged = log.read_bytes()[logged_before:]
         assert b"ALTER ROLE" in logged  # the statement itself was logged

@@ -3,9 +3,10 @@ by pid, and the connector brought back to RUNNING after a scenario."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import psycopg
 import pytest
 
 from cdcbox.connect.client import ConnectClient
@@ -62,3 +63,25 @@ def connector_running(client: ConnectClient, timeout: float = 120) -> None:
         return status["connector"]["state"] == "RUNNING" and tasks == ["RUNNING"]
 
     eventually(running, timeout=timeout, interval=1.0, what=f"{CONNECTOR} RUNNING")
+
+
+def walwriter_pid(dsn: str) -> int:
+    """The PostgreSQL WAL writer's pid: stopping it keeps asynchronous commits unflushed."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
+        ).fetchone()
+    assert row is not None, "no walwriter in pg_stat_activity"
+    return int(row[0])
+
+
+def answering(probe: Callable[[], bool]) -> Callable[[], bool]:
+    """`probe`, False while PostgreSQL refuses connections (crash recovery)."""
+
+    def check() -> bool:
+        try:
+            return probe()
+        except psycopg.OperationalError:
+            return False
+
+    return check

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -31,31 +30,10 @@ from tests.e2e.conftest import (
     effect_row,
     running_in_thread,
 )
-from tests.faults.conftest import connector_running
+from tests.faults.conftest import answering, connector_running, walwriter_pid
 from tests.helpers import eventually, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(300)]
-
-
-def walwriter_pid(dsn: str) -> int:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
-        ).fetchone()
-    assert row is not None, "no walwriter in pg_stat_activity"
-    return int(row[0])
-
-
-def answering(probe: Callable[[], bool]) -> Callable[[], bool]:
-    """`probe`, False while PostgreSQL refuses connections (crash recovery)."""
-
-    def check() -> bool:
-        try:
-            return probe()
-        except psycopg.OperationalError:
-            return False
-
-    return check
 
 
 def session_gone(conn: psycopg.Connection[Any]) -> bool:

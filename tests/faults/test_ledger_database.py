@@ -11,13 +11,12 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from cdcbox import wire
 from cdcbox.stack.endpoints import Endpoints
 from tests.faults import ledger
-from tests.faults.conftest import NativeParts, connector_running
+from tests.faults.conftest import NativeParts, answering, connector_running, walwriter_pid
 from tests.faults.scenario import Scenario, assert_exact
 from tests.helpers import eventually
 
@@ -73,27 +72,6 @@ def test_postgresql_down_longer_than_the_consumers_retry_budget(
 
     scenario = Scenario("postgres down past the consumers' retry budget", stack, tmp_path)
     assert_exact(scenario.run(fault), scenario)
-
-
-def walwriter_pid(dsn: str) -> int:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
-        ).fetchone()
-    assert row is not None, "no walwriter in pg_stat_activity"
-    return int(row[0])
-
-
-def answering(probe: Callable[[], bool]) -> Callable[[], bool]:
-    """`probe`, False while PostgreSQL refuses connections (crash recovery)."""
-
-    def check() -> bool:
-        try:
-            return probe()
-        except psycopg.OperationalError:
-            return False
-
-    return check
 
 
 def crash_with_consumer_commits_in_flight(parts: NativeParts) -> Callable[[Scenario], None]:

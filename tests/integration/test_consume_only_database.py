@@ -19,7 +19,7 @@ from cdcbox.migrate import PARTS, discover, migrate
 from cdcbox.names import DbNames
 from cdcbox.producer import NewEvent
 from cdcbox.testing import Harness
-from tests.helpers import unique
+from tests.helpers import login_role, unique
 
 pytestmark = pytest.mark.integration
 
@@ -28,28 +28,15 @@ pytestmark = pytest.mark.integration
 def ordinary_role(database: str) -> Iterator[tuple[DbNames, str]]:
     """A login role that owns one schema and may do nothing else; the names of that schema
     (with a Debezium role and publication no one else uses) and the role's DSN."""
-    role, password = unique("app"), unique("pw")
     names = DbNames(schema=unique("consumer"), debezium_role=unique("dbz"))
-    with psycopg.connect(database, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)
+    with login_role(database, "app") as (role, role_dsn):
+        with psycopg.connect(database, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
+                    sql.Identifier(names.schema), sql.Identifier(role)
+                )
             )
-        )
-        admin.execute(
-            sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
-                sql.Identifier(names.schema), sql.Identifier(role)
-            )
-        )
-    info = psycopg.conninfo.conninfo_to_dict(database)
-    info.update(user=role, password=password)
-    yield names, psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
-    with psycopg.connect(database, autocommit=True) as admin:
-        admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
-        )
-        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(names.schema)))
-        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        yield names, role_dsn
 
 
 def producer_objects(database: str, names: DbNames) -> tuple[Any, ...]:

@@ -16,7 +16,7 @@ from cdcbox.consumer import Event, Handler, Outcome
 from cdcbox.names import DbNames
 from cdcbox.producer import NewEvent
 from cdcbox.testing import Harness
-from tests.helpers import unique
+from tests.helpers import login_role, unique
 
 pytestmark = pytest.mark.integration
 
@@ -26,26 +26,14 @@ OUTAGE_WAITS = 6  # the harness's retry policy has 2 attempts
 @pytest.fixture
 def consumer_role(database: str, cdcbox_schema: DbNames) -> Iterator[tuple[str, str]]:
     """A login role that owns nothing but may use the test's schema; its DSN."""
-    role, password = unique("outage"), unique("pw")
-    with psycopg.connect(database, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)
+    with login_role(database, "outage") as (role, role_dsn):
+        with psycopg.connect(database, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL(
+                    "GRANT ALL ON SCHEMA {s} TO {r}; GRANT ALL ON ALL TABLES IN SCHEMA {s} TO {r}"
+                ).format(s=sql.Identifier(cdcbox_schema.schema), r=sql.Identifier(role))
             )
-        )
-        admin.execute(
-            sql.SQL(
-                "GRANT ALL ON SCHEMA {s} TO {r}; GRANT ALL ON ALL TABLES IN SCHEMA {s} TO {r}"
-            ).format(s=sql.Identifier(cdcbox_schema.schema), r=sql.Identifier(role))
-        )
-    info = psycopg.conninfo.conninfo_to_dict(database)
-    info.update(user=role, password=password)
-    yield role, psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
-    with psycopg.connect(database, autocommit=True) as admin:
-        admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
-        )
-        admin.execute(sql.SQL("DROP OWNED BY {r}; DROP ROLE {r}").format(r=sql.Identifier(role)))
+        yield role, role_dsn
 
 
 def set_login(database: str, role: str, allowed: bool) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cdcbox.consumer import Handler, RetryPolicy
-from cdcbox.consumer.runner import dispatch_table
+from cdcbox.consumer.dispatch import dispatch_table
 from cdcbox.errors import ConfigError, SchemaError, StackError, UsageError
 from cdcbox.ids import uuid7
 from cdcbox.limits import EventLimits
