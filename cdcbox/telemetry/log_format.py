@@ -44,6 +44,19 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class OneLineKafkaErrors(logging.Filter):
+    """kafka-python logs errors it recovers from (a socket closed under its IO thread)
+    with a whole traceback; outside DEBUG they are one line, the exception's type and
+    message appended, like every other line a cdcbox process writes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.name.startswith("kafka"):
+            error = record.exc_info[1]
+            record.msg = f"{record.getMessage()}: {type(error).__name__}: {error}"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the event's fields when the
     line is about one, and the exception when there is one."""
@@ -68,6 +81,8 @@ def configure(level: str = "INFO", fmt: LogFormat = "text") -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     handler.addFilter(RedactSecrets())
+    if level != "DEBUG":
+        handler.addFilter(OneLineKafkaErrors())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -87,3 +87,23 @@ def test_debug_logging_never_prints_a_kafka_password(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert "sasl_plain_password" in err  # kafka-python did log its configuration
     assert secret not in err
+
+
+def test_kafka_pythons_recovered_errors_are_one_line_outside_debug(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """kafka-python logs a socket closed under its IO thread with a whole traceback (seen
+    in a consumer's log as it stopped); cdcbox's lines never carry one outside DEBUG."""
+
+    def recovered_error(level: str) -> str:
+        log_format.configure(level, "text")
+        try:
+            None.recv(4096)  # type: ignore[attr-defined]
+        except AttributeError:
+            logging.getLogger("kafka.net.transport").exception("Error receiving socket")
+        return capsys.readouterr().err
+
+    line = recovered_error("INFO")
+    assert "Traceback" not in line
+    assert "Error receiving socket: AttributeError: 'NoneType' object has no attribute" in line
+    assert "Traceback" in recovered_error("DEBUG")
