@@ -17,6 +17,7 @@ from typing import Any
 
 from cdcbox import wire
 from cdcbox.errors import PoisonRecord
+from cdcbox.wire import ConsumedRecord
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,11 @@ class UndecodablePayload(PoisonRecord):
         self.event = event
 
 
-def headers_of(record: Any) -> dict[str, bytes | None]:
+def headers_of(record: ConsumedRecord) -> dict[str, bytes | None]:
     return {name: value for name, value in (record.headers or [])}
 
 
-def header(record: Any, name: str) -> bytes | None:
+def header(record: ConsumedRecord, name: str) -> bytes | None:
     """One header's value (the first), without building the whole mapping."""
     return next((v for k, v in (record.headers or []) if k == name), None)
 
@@ -109,7 +110,7 @@ def decode_payload(content_type: str, event_type: str, value: bytes) -> Any:
     return value
 
 
-def decode(record: Any, payload_decoder: PayloadDecoder = decode_payload) -> Event:
+def decode(record: ConsumedRecord, payload_decoder: PayloadDecoder = decode_payload) -> Event:
     """Turn a kafka-python ConsumerRecord into an Event, or raise PoisonRecord."""
     headers = headers_of(record)
     raw_id = _text(headers, wire.HEADER_EVENT_ID, required=True)
@@ -119,9 +120,10 @@ def decode(record: Any, payload_decoder: PayloadDecoder = decode_payload) -> Eve
         raise PoisonRecord(f"header 'id' is not a UUID: {raw_id!r}") from e
     event_type = _text(headers, wire.HEADER_EVENT_TYPE, required=True)
     aggregate_type = _text(headers, wire.HEADER_AGGREGATE_TYPE, required=True)
-    if record.key is None:
+    key = record.key
+    if key is None:
         raise PoisonRecord("record has no key (the aggregate id)")
-    if b"\x00" in record.key:
+    if b"\x00" in key:
         raise PoisonRecord(
             "the key (the aggregate id) holds a NUL byte, which PostgreSQL cannot store"
         )
@@ -150,7 +152,7 @@ def decode(record: Any, payload_decoder: PayloadDecoder = decode_payload) -> Eve
             event_id=event_id,
             event_type=event_type or "",
             aggregate_type=aggregate_type or "",
-            aggregate_id=record.key.decode(errors="replace"),
+            aggregate_id=key.decode(errors="replace"),
             aggregate_version=version,
             occurred_at=occurred_at,
             trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False) or None,

@@ -6,6 +6,9 @@ the consumer can never drift apart on a name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 TOPIC_PREFIX = "outbox.event."
 # A topic's dead letters go to topic + this suffix; no aggregate type may end with it, or
 # its events would be written into another aggregate type's dead-letter topic.
@@ -40,3 +43,25 @@ COLUMN_HEADERS = (
 
 def topic_for(aggregate_type: str) -> str:
     return TOPIC_PREFIX + aggregate_type
+
+
+class ConsumedRecord(Protocol):
+    """One record as a consumer receives it."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...

@@ -12,10 +12,12 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.names import DbNames
+from cdcbox.testing.harness import Record
 from cdcbox.testing.schemas import migrated_schema
 from cdcbox.testing.waits import eventually
 
 __all__ = [
+    "a_record",
     "drop_slot_once_released",
     "dsn_as",
     "eventually",
@@ -95,3 +97,15 @@ def login_role(dsn: str, prefix: str) -> Iterator[tuple[str, str]]:
             admin.execute(
                 sql.SQL("DROP OWNED BY {r}; DROP ROLE {r}").format(r=sql.Identifier(role))
             )
+
+
+def a_record(
+    key: bytes | None = b"o-1",
+    value: bytes | None = b'{"a":1}',
+    headers: list[tuple[str, bytes | None]] | None = None,
+    topic: str = "outbox.event.order",
+    partition: int = 0,
+    offset: int = 7,
+) -> Record:
+    """A consumed record (the harness's `Record`, kafka-python's shape) with test defaults."""
+    return Record(topic, partition, offset, key, value, list(headers or []))

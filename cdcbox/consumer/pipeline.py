@@ -37,6 +37,7 @@ from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.event import Event, header
 from cdcbox.kafka.dlq import DeadLetterPublisher
+from cdcbox.wire import ConsumedRecord
 
 
 class RecordPipeline:
@@ -78,7 +79,7 @@ class RecordPipeline:
                 if handler.consumer_name not in names:
                     names.append(handler.consumer_name)
 
-    def process(self, connection: ConnectionSource, record: Any) -> None:
+    def process(self, connection: ConnectionSource, record: ConsumedRecord) -> None:
         """One record, one transaction per handler taking it (and their retries)."""
         passing, unhandled = self._route(connection, record)
         if unhandled is not None:
@@ -86,7 +87,9 @@ class RecordPipeline:
         for routed in passing:
             self._apply_one(connection, routed)
 
-    def process_batch(self, connection: ConnectionSource, records: list[Any]) -> None:
+    def process_batch(
+        self, connection: ConnectionSource, records: Sequence[ConsumedRecord]
+    ) -> None:
         """A poll batch in one transaction; what it could not apply goes record by record.
         A batch holding replayed copies goes record by record: whether a copy may pass its
         aggregate's park depends on the records before it having been applied. A record
@@ -131,7 +134,7 @@ class RecordPipeline:
                 self._apply_one(connection, r)
 
     def _route(
-        self, connection: ConnectionSource, record: Any
+        self, connection: ConnectionSource, record: ConsumedRecord
     ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
         """Steps 1 and 2; what ends here is counted here. Returns the records to apply,
         and the consumers of the record's topic that take none of it and only need its
@@ -164,7 +167,7 @@ class RecordPipeline:
         return passing, unhandled
 
     def _not_taken(
-        self, record: Any, event: Event, taken_by: set[str]
+        self, record: ConsumedRecord, event: Event, taken_by: set[str]
     ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
         """The consumers of `record`'s topic that take none of `event`: every event
         consumes its version for each of them, or `hold` would wait for it forever.

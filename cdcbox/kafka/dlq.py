@@ -10,7 +10,7 @@ A publish is awaited: if it fails, the consumer must not commit the record's off
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +19,10 @@ import psycopg
 from cdcbox import wire
 from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka.client import Consumer, KafkaSettings, Producer, TopicPartition
+from cdcbox.kafka.records import RecordSink
 from cdcbox.names import DbNames
 from cdcbox.stores.parking import ParkedKey, Parking
+from cdcbox.wire import ConsumedRecord
 
 ERROR_HEADERS = (
     "cdcbox.error.type",
@@ -37,7 +39,7 @@ REPLAY_HEADERS = (wire.HEADER_REPLAY_FOR, wire.HEADER_REPLAY_HOPS)
 
 
 def replay_headers(
-    headers: list[tuple[str, bytes]], consumer: str, hops: int
+    headers: Sequence[tuple[str, bytes | None]], consumer: str, hops: int
 ) -> list[tuple[str, bytes]]:
     """The original headers, addressed to `consumer` as a replayed copy."""
     kept = [(k, v or b"") for k, v in headers if k not in ERROR_HEADERS + REPLAY_HEADERS]
@@ -56,13 +58,13 @@ class DeadLetterPublisher:
     """Writes a record that cannot be applied to its topic's DLQ and waits for the ack."""
 
     def __init__(
-        self, producer: Producer, suffix: str = wire.DLQ_SUFFIX, timeout_s: float = 30
+        self, producer: RecordSink, suffix: str = wire.DLQ_SUFFIX, timeout_s: float = 30
     ) -> None:
         self.producer = producer
         self.suffix = suffix
         self.timeout_s = timeout_s
 
-    def requeue(self, record: Any, consumer: str, hops: int) -> None:
+    def requeue(self, record: ConsumedRecord, consumer: str, hops: int) -> None:
         """Put a held event back at the end of its own partition, addressed to `consumer`:
         it goes behind the replayed events it must not overtake."""
         headers = replay_headers(list(record.headers or []), consumer, hops)
@@ -76,7 +78,7 @@ class DeadLetterPublisher:
             ) from e
 
     def publish(
-        self, record: Any, *, error_type: str, message: str, attempts: int, consumer: str
+        self, record: ConsumedRecord, *, error_type: str, message: str, attempts: int, consumer: str
     ) -> None:
         # kafka-python cannot write null header values; an absent value travels as b"".
         original = [(k, v or b"") for k, v in (record.headers or []) if k not in ERROR_HEADERS]
@@ -225,7 +227,9 @@ def _check_replayable(letters: list[DeadLetter]) -> None:
 
 
 def republish(
-    producer: Producer, letters: list[DeadLetter], progress: Callable[[int], None] = lambda n: None
+    producer: RecordSink,
+    letters: list[DeadLetter],
+    progress: Callable[[int], None] = lambda n: None,
 ) -> int:
     """Send each letter back to its original topic as a copy addressed to the consumer
     that dead-lettered it, awaiting each acknowledgement, in the order given. One event

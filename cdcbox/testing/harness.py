@@ -110,7 +110,7 @@ class Harness:
         self.pipeline = RecordPipeline(
             dispatch_table(handlers),
             Stores.for_schema(names),
-            DeadLetterPublisher(self.topics, self.config.dlq_suffix),  # type: ignore[arg-type]
+            DeadLetterPublisher(self.topics, self.config.dlq_suffix),
             self.config,
             self.stats,
             CircuitBreaker(self.config.breaker, names),

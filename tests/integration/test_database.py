@@ -32,7 +32,8 @@ from cdcbox.ops import retention
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
 from cdcbox.stores.inbox import Inbox
-from tests.helpers import eventually, migrated_schema, unique
+from cdcbox.testing.harness import Record
+from tests.helpers import a_record, eventually, migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 
@@ -168,25 +169,13 @@ def test_append_many_is_one_statement_and_keeps_order(db: psycopg.Connection[Any
 # --- the consumer pipeline's database steps, with real records' shape ---------------------
 
 
-@dataclass
-class Record:
-    """What the pipeline reads of a Kafka record: topic, partition, offset, key, value, headers."""
-
-    key: bytes
-    value: bytes
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-    topic: str = "outbox.event.order"
-    partition: int = 0
-    offset: int = 0
-
-
 def record(
     aggregate: str,
     version: int | None,
     event_id: uuid.UUID | None = None,
     event_type: str = "Changed",
 ) -> Record:
-    headers = [
+    headers: list[tuple[str, bytes | None]] = [
         ("id", str(event_id or uuid.uuid4()).encode()),
         ("event_type", event_type.encode()),
         ("aggregate_type", b"order"),
@@ -194,7 +183,7 @@ def record(
     ]
     if version is not None:
         headers.append(("aggregate_version", str(version).encode()))
-    return Record(key=aggregate.encode(), value=b'{"v": 1}', headers=headers)
+    return a_record(key=aggregate.encode(), value=b'{"v": 1}', headers=headers, offset=0)
 
 
 class Counter(Handler):

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 
 import pytest
 
 from cdcbox.errors import PoisonRecord
 from cdcbox.event import decode
-
-
-@dataclass
-class FakeRecord:
-    """The shape of kafka-python's ConsumerRecord that decoding reads (a plain value)."""
-
-    key: bytes | None = b"o-1"
-    value: bytes | None = b'{"a":1}'
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-    topic: str = "outbox.event.order"
-    partition: int = 0
-    offset: int = 7
+from cdcbox.testing.harness import Record
+from tests.helpers import a_record
 
 
 def headers(**overrides: bytes | None) -> list[tuple[str, bytes | None]]:
@@ -42,7 +31,7 @@ def headers(**overrides: bytes | None) -> list[tuple[str, bytes | None]]:
 
 
 def test_decodes_every_field() -> None:
-    event = decode(FakeRecord(headers=headers()))
+    event = decode(a_record(headers=headers()))
     assert event.event_id == uuid.UUID(int=1)
     assert (event.event_type, event.aggregate_type, event.aggregate_id) == (
         "OrderCreated",
@@ -59,22 +48,22 @@ def test_decodes_every_field() -> None:
 @pytest.mark.parametrize(
     ("record", "reason"),
     [
-        (FakeRecord(headers=headers(id=None)), "missing header 'id'"),
-        (FakeRecord(headers=headers(id=b"not-a-uuid")), "not a UUID"),
-        (FakeRecord(headers=headers(event_type=None)), "missing header 'event_type'"),
-        (FakeRecord(headers=headers(aggregate_version=b"v3")), "not an integer"),
-        (FakeRecord(headers=headers(occurred_at=b"yesterday")), "not ISO-8601"),
-        (FakeRecord(value=b"{not json", headers=headers()), "not valid JSON"),
-        (FakeRecord(key=None, headers=headers()), "no key"),
+        (a_record(headers=headers(id=None)), "missing header 'id'"),
+        (a_record(headers=headers(id=b"not-a-uuid")), "not a UUID"),
+        (a_record(headers=headers(event_type=None)), "missing header 'event_type'"),
+        (a_record(headers=headers(aggregate_version=b"v3")), "not an integer"),
+        (a_record(headers=headers(occurred_at=b"yesterday")), "not ISO-8601"),
+        (a_record(value=b"{not json", headers=headers()), "not valid JSON"),
+        (a_record(key=None, headers=headers()), "no key"),
     ],
 )
-def test_poison_records_are_refused_with_the_reason(record: FakeRecord, reason: str) -> None:
+def test_poison_records_are_refused_with_the_reason(record: Record, reason: str) -> None:
     with pytest.raises(PoisonRecord, match=reason):
         decode(record)
 
 
 def test_binary_payloads_are_passed_through_undecoded() -> None:
-    record = FakeRecord(
+    record = a_record(
         value=b"\xc3\x01binary", headers=headers(**{"content-type": b"application/octet-stream"})
     )
     assert decode(record).payload == b"\xc3\x01binary"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 
 import psycopg
 
@@ -27,6 +26,7 @@ from cdcbox.kafka import dlq
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.stores.parking import Parking
+from cdcbox.wire import ConsumedRecord
 
 log = logging.getLogger("cdcbox.consumer")
 # A live event of an aggregate being replayed is put back behind the replayed copies at
@@ -159,7 +159,7 @@ class DeadLetterStep:
 
     def publish(
         self,
-        record: Any,
+        record: ConsumedRecord,
         event: Event | None,
         consumer: str | None,
         error: BaseException,
@@ -185,7 +185,7 @@ class DeadLetterStep:
         )
 
 
-def _record_id(record: Any) -> str:
+def _record_id(record: ConsumedRecord) -> str:
     """The event id a record carries, for a log line about a record that did not decode."""
     raw = header(record, wire.HEADER_EVENT_ID)
     return raw.decode(errors="replace") if raw else "?"

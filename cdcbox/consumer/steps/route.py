@@ -20,13 +20,14 @@ from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
 from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, header
 from cdcbox.stores.parking import ParkedKey
+from cdcbox.wire import ConsumedRecord
 
 
 @dataclass(frozen=True)
 class Routed:
     """A decoded event and the handler that will apply it."""
 
-    record: Any
+    record: ConsumedRecord
     event: Event
     handler: Handler
     # Set on a dead letter `cdc-ctl dlq replay` (or a requeue) republished: the consumer
@@ -35,7 +36,7 @@ class Routed:
     replay_hops: int = 0
 
     @classmethod
-    def of(cls, record: Any, event: Event, handler: Handler) -> Routed:
+    def of(cls, record: ConsumedRecord, event: Event, handler: Handler) -> Routed:
         replay_for = header(record, wire.HEADER_REPLAY_FOR)
         if replay_for is None:
             return cls(record, event, handler)
@@ -66,7 +67,7 @@ class Routed:
 class Unroutable:
     """A record that ends at routing: `UNHANDLED`, or `DEAD_LETTERED` with the error."""
 
-    record: Any
+    record: ConsumedRecord
     event: Event | None
     outcome: Outcome
     error: PoisonRecord | None = None
@@ -117,7 +118,7 @@ class Router:
                 "which the Avro catalogue does not have"
             )
 
-    def route(self, record: Any) -> list[Routed | Undecodable] | Unroutable:
+    def route(self, record: ConsumedRecord) -> list[Routed | Undecodable] | Unroutable:
         """One `Routed` per handler that takes the record (or `Undecodable` where its
         payload cannot be decoded into that handler's schema); else why it ends here."""
         try:
