@@ -38,8 +38,8 @@ class AsyncOutbox:
 
     async def append(self, conn: psycopg.AsyncConnection[Any], event: NewEvent) -> uuid.UUID:
         statement, row = self.outbox.one(conn, event)
-        await conn.execute(statement, row)
-        return row[0]  # type: ignore[no-any-return]
+        await conn.execute(statement, row.params())
+        return row.event_id
 
     async def append_many(
         self, conn: psycopg.AsyncConnection[Any], events: Iterable[NewEvent]

@@ -68,6 +68,24 @@ def encode_json(payload: Any, what: str) -> bytes:
         raise SchemaError(f"{what}: payload is not JSON-serialisable: {e}") from e
 
 
+@dataclass(frozen=True)
+class EventRow:
+    """An event's outbox columns (`EVENT_COLUMNS`), validated and encoded."""
+
+    event_id: uuid.UUID
+    aggregate_type: str
+    aggregate_id: str
+    aggregate_version: int  # 0: unversioned
+    event_type: str
+    payload: bytes
+    content_type: str
+    trace_id: str  # "": none
+
+    def params(self) -> tuple[Any, ...]:
+        """The values in `EVENT_COLUMNS` order, as the INSERT takes them."""
+        return tuple(getattr(self, column) for column in EVENT_COLUMNS)
+
+
 def check_json(payload: bytes, what: str) -> None:
     """Bytes declared JSON must decode as consumers decode them, or none of them could."""
     try:
@@ -78,9 +96,9 @@ def check_json(payload: bytes, what: str) -> None:
 
 def event_row(
     event: NewEvent, schemas: Catalogue | None = None, limits: EventLimits = EventLimits()
-) -> tuple[Any, ...]:
-    """The outbox columns (`EVENT_COLUMNS`) of `event`, validated and encoded; the first
-    is the event id. `SchemaError` names what is wrong, before anything is written."""
+) -> EventRow:
+    """The outbox columns of `event`, validated and encoded. `SchemaError` names what is
+    wrong, before anything is written."""
     what = f"event {event.event_type!r} of {event.aggregate_type}/{event.aggregate_id}"
     for field_name in ("aggregate_type", "aggregate_id", "event_type"):
         value = getattr(event, field_name)
@@ -131,15 +149,15 @@ def event_row(
         )
     if pre_encoded and content_type == CONTENT_TYPE_JSON:
         check_json(payload, what)  # after the cheaper size check
-    return (
-        event.event_id or uuid7(),
-        event.aggregate_type,
-        event.aggregate_id,
-        event.aggregate_version or 0,
-        event.event_type,
-        payload,
-        content_type,
-        event.trace_id or "",
+    return EventRow(
+        event_id=event.event_id or uuid7(),
+        aggregate_type=event.aggregate_type,
+        aggregate_id=event.aggregate_id,
+        aggregate_version=event.aggregate_version or 0,
+        event_type=event.event_type,
+        payload=payload,
+        content_type=content_type,
+        trace_id=event.trace_id or "",
     )
 
 
@@ -185,8 +203,8 @@ class Outbox:
     def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
         """Append one event in the open transaction of `conn`; returns its event id."""
         statement, row = self.one(conn, event)
-        conn.execute(statement, row)
-        return row[0]  # type: ignore[no-any-return]
+        conn.execute(statement, row.params())
+        return row.event_id
 
     def append_many(
         self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]
@@ -197,11 +215,9 @@ class Outbox:
             conn.execute(statement, columns)
         return columns[0] if columns else []
 
-    def one(
-        self, conn: ConnectionInfoSource, event: NewEvent
-    ) -> tuple[sql.Composed, tuple[Any, ...]]:
-        """The statement and parameters of `append`, checked (the event, then that `conn`
-        is inside a transaction) before anything is sent: shared by the async outbox."""
+    def one(self, conn: ConnectionInfoSource, event: NewEvent) -> tuple[sql.Composed, EventRow]:
+        """The statement and row of `append`, checked (the event, then that `conn` is
+        inside a transaction) before anything is sent: shared by the async outbox."""
         row = event_row(event, self.schemas, self.limits)
         _require_transaction(conn)
         return self._insert_one, row
@@ -210,7 +226,7 @@ class Outbox:
         self, conn: ConnectionInfoSource, events: Iterable[NewEvent]
     ) -> tuple[sql.Composed, Sequence[list[Any]]]:
         """The statement and column arrays of `append_many` (empty: nothing to send)."""
-        rows = [event_row(e, self.schemas, self.limits) for e in events]
+        rows = [event_row(e, self.schemas, self.limits).params() for e in events]
         if not rows:
             return self._insert_many, []
         _require_transaction(conn)

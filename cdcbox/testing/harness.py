@@ -122,21 +122,20 @@ class Harness:
         """`event` as the relays would publish it (its event id fixed once chosen)."""
         row = event_row(event, self.schemas)
         now = datetime.now(UTC).replace(tzinfo=None)
-        event_id, aggregate_type, aggregate_id, version, event_type, payload, content, trace = row
         published = to_record(
             OutboxRow(
-                0,
-                event_id,
-                aggregate_type,
-                aggregate_id,
-                version,
-                event_type,
-                payload,
-                content,
-                trace,
-                now,
-                now.strftime(OCCURRED_AT),
-                0,
+                id=0,
+                event_id=row.event_id,
+                aggregate_type=row.aggregate_type,
+                aggregate_id=row.aggregate_id,
+                aggregate_version=row.aggregate_version,
+                event_type=row.event_type,
+                payload=row.payload,
+                content_type=row.content_type,
+                trace_id=row.trace_id,
+                created_at=now,
+                occurred_at=now.strftime(OCCURRED_AT),
+                retry_count=0,
             )
         )
         offsets = self._offsets.setdefault(published.topic, itertools.count())

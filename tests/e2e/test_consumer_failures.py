@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import urllib.error
 import urllib.request
@@ -53,8 +54,7 @@ def write(dsn: str, events: list[NewEvent]) -> list[Any]:
 def write_unchecked(conn: psycopg.Connection[Any], event: NewEvent, payload: bytes) -> Any:
     """As a producer that is not cdcbox may write a row: raw SQL, the payload unchecked
     (`Outbox.append` refuses bytes declared JSON that are not JSON)."""
-    row = [*event_row(event)]
-    row[5] = payload
+    row = [*dataclasses.replace(event_row(event), payload=payload).params()]
     conn.execute(
         sql.SQL(
             "INSERT INTO {} ({}, created_at, occurred_at) VALUES ({}, now(), "

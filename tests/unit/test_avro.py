@@ -110,8 +110,8 @@ def test_producer_refuses_a_payload_that_breaks_the_schema_and_names_the_field()
         ),
         catalogue,
     )
-    assert row[6] == wire.CONTENT_TYPE_JSON
-    assert json.loads(row[5]) == {"order_id": "o1", "payment_id": "p", "amount_cents": 5}
+    assert row.content_type == wire.CONTENT_TYPE_JSON
+    assert json.loads(row.payload) == {"order_id": "o1", "payment_id": "p", "amount_cents": 5}
 
 
 def test_unknown_fingerprint_and_garbage_are_poison() -> None:

@@ -68,7 +68,7 @@ def test_the_payload_limit_is_a_setting_and_kafka_limits_follow_it() -> None:
     limits = EventLimits(2_000_000)
     with pytest.raises(SchemaError, match="2000001 bytes, over the outbox limit of 2000000"):
         event_row(NewEvent("order", "a", "T", json_string(2_000_001)), limits=limits)
-    assert event_row(NewEvent("order", "a", "T", json_string(2_000_000)), limits=limits)[5]
+    assert event_row(NewEvent("order", "a", "T", json_string(2_000_000)), limits=limits).payload
     assert limits.producer_max_request_size >= limits.max_record_bytes > 2_000_000
     assert limits.broker_max_message_bytes > limits.max_record_bytes
     default = EventLimits()  # fits Kafka's own defaults: nothing to configure
@@ -80,7 +80,7 @@ def test_the_payload_limit_is_a_setting_and_kafka_limits_follow_it() -> None:
 
 def test_json_payload_is_compact_utf8() -> None:
     row = event_row(NewEvent("order", "a", "T", {"name": "café", "n": [1, 2]}))
-    assert row[5] == '{"name":"café","n":[1,2]}'.encode()
+    assert row.payload == '{"name":"café","n":[1,2]}'.encode()
 
 
 def test_retry_policy_backs_off_exponentially_within_bounds() -> None:
