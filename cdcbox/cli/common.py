@@ -6,16 +6,16 @@ become one readable line on stderr, never a traceback.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import click
 import psycopg
@@ -125,35 +125,38 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("CDCBOX_CACHE_DIR", str(Path(base) / "cdcbox")))
 
 
-def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn cdcbox errors into one line on stderr and the documented exit code."""
+@contextmanager
+def mapped_errors() -> Iterator[None]:
+    """cdcbox's errors as one line on stderr and the documented exit code: the one place
+    every command's errors are mapped (`CdcGroup`, the root group, runs them all in it)."""
+    try:
+        yield
+    except ServiceUnavailable as e:
+        _fail(str(e), EXIT_UNREACHABLE)
+    except (ConfigError, UsageError) as e:
+        _fail(str(e), EXIT_USAGE)
+    except CdcboxError as e:
+        _fail(str(e), EXIT_CHECK_FAILED)
+    except psycopg.errors.UndefinedTable as e:
+        _fail(f"PostgreSQL: {_first_line(e)} (has `cdc-ctl db migrate` run?)", EXIT_USAGE)
+    except psycopg.OperationalError as e:
+        _fail(f"PostgreSQL: {_first_line(e)}", EXIT_UNREACHABLE)
+    except psycopg.Error as e:
+        _fail(f"PostgreSQL: {_first_line(e)}", EXIT_CHECK_FAILED)
 
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except ServiceUnavailable as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(EXIT_UNREACHABLE)
-        except (ConfigError, UsageError) as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(EXIT_USAGE)
-        except CdcboxError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(EXIT_CHECK_FAILED)
-        except psycopg.errors.UndefinedTable as e:
-            click.echo(
-                f"error: PostgreSQL: {_first_line(e)} (has `cdc-ctl db migrate` run?)", err=True
-            )
-            sys.exit(EXIT_USAGE)
-        except psycopg.OperationalError as e:
-            click.echo(f"error: PostgreSQL: {_first_line(e)}", err=True)
-            sys.exit(EXIT_UNREACHABLE)
-        except psycopg.Error as e:
-            click.echo(f"error: PostgreSQL: {_first_line(e)}", err=True)
-            sys.exit(EXIT_CHECK_FAILED)
 
-    return wrapper
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+class CdcGroup(click.Group):
+    """The root group: its callback and every command below it run inside
+    `mapped_errors`, so no command maps errors of its own."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with mapped_errors():
+            return super().invoke(ctx)
 
 
 def _first_line(error: Exception) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, yes_option
+from cdcbox.cli.common import json_option, print_json, print_table, yes_option
 from cdcbox.cli.common import settings as settings_of
 from cdcbox.connect import connectors as specs
 from cdcbox.errors import UsageError
@@ -29,7 +29,6 @@ def _path(path: Path | None) -> Path:
 @spec_path
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for RUNNING.")
 @click.pass_context
-@handle_errors
 def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None:
     """Validate, diff and upsert connector specs, then wait until they run."""
     s = settings_of(ctx)
@@ -69,7 +68,6 @@ def _progress(name: str) -> Callable[[str], None]:
 @click.command("diff")
 @spec_path
 @click.pass_context
-@handle_errors
 def diff_command(ctx: click.Context, path: Path | None) -> None:
     """Show how the specs differ from the live connector configs; exit 1 if they do."""
     connect = settings_of(ctx).connect_client()
@@ -92,7 +90,6 @@ def connectors_group() -> None:
 @connectors_group.command("list")
 @json_option
 @click.pass_context
-@handle_errors
 def list_command(ctx: click.Context, as_json: bool) -> None:
     connect = settings_of(ctx).connect_client()
     rows = []
@@ -116,7 +113,6 @@ def list_command(ctx: click.Context, as_json: bool) -> None:
 @click.argument("name")
 @json_option
 @click.pass_context
-@handle_errors
 def status_command(ctx: click.Context, name: str, as_json: bool) -> None:
     """Connector and task states, worker, and the failed task's trace."""
     status = settings_of(ctx).connect_client().status(name)
@@ -137,7 +133,6 @@ def _simple(name: str, help_text: str, action: str) -> None:
     @connectors_group.command(name, help=help_text)
     @click.argument("connector")
     @click.pass_context
-    @handle_errors
     def command(ctx: click.Context, connector: str) -> None:
         getattr(settings_of(ctx).connect_client(), action)(connector)
         click.echo(f"{connector}: {name} requested")
@@ -154,7 +149,6 @@ _simple("delete", "Delete a connector (its slot stays: `cdc-ctl slot drop`).", "
 @click.option("--failed-only", is_flag=True, help="Restart only what FAILED.")
 @click.option("--include-tasks", is_flag=True, help="Restart the tasks too.")
 @click.pass_context
-@handle_errors
 def restart(ctx: click.Context, connector: str, failed_only: bool, include_tasks: bool) -> None:
     settings_of(ctx).connect_client().restart(
         connector, include_tasks=include_tasks, only_failed=failed_only
@@ -172,7 +166,6 @@ def restart(ctx: click.Context, connector: str, failed_only: bool, include_tasks
 )
 @yes_option
 @click.pass_context
-@handle_errors
 def quarantine_command(ctx: click.Context, connector: str, topic: str, yes: bool) -> None:
     """Get a connector whose task FAILED on one record moving again, keeping that record:
     it is found from what the slot holds past the connector's offset, kept in the

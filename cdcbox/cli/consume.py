@@ -18,7 +18,6 @@ import click
 from cdcbox.avro import Catalogue
 from cdcbox.cli.common import (
     Settings,
-    handle_errors,
     logging_options,
     settings,
     stop_on_signals,
@@ -233,7 +232,6 @@ def _with_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @_with_options
 @logging_options
 @click.pass_context
-@handle_errors
 def consume(
     ctx: click.Context,
     /,

@@ -7,9 +7,9 @@ from typing import cast
 
 import click
 
-from cdcbox.cli.common import handle_errors, settings
+from cdcbox.cli.common import settings
 from cdcbox.db import connect
-from cdcbox.migrate import PARTS, Part, migrate, render_sql
+from cdcbox.migrate import PARTS, Part, RelayMode, migrate, render_sql
 from cdcbox.stack.secrets import read_password_properties
 
 only_option = click.option(
@@ -56,7 +56,6 @@ def db() -> None:
 @click.option("--no-slot", is_flag=True, help="Leave the slot to the connector's first start.")
 @only_option
 @click.pass_context
-@handle_errors
 def migrate_command(
     ctx: click.Context,
     relay: str,
@@ -74,7 +73,7 @@ def migrate_command(
         applied = migrate(
             conn,
             names=s.names,
-            mode=relay,  # type: ignore[arg-type]
+            mode=cast(RelayMode, relay),
             debezium_password=password if producing else None,
             slot=None if no_slot or relay == "polling" or not producing else slot,
             limits=s.limits,
@@ -87,10 +86,9 @@ def migrate_command(
 @click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True)
 @only_option
 @click.pass_context
-@handle_errors
 def sql_command(ctx: click.Context, relay: str, only: str | None) -> None:
     """Print the migrations as one SQL script, for your own migration tool (Alembic,
     Flyway); it records the versions, so `db migrate` later finds them applied."""
     s = settings(ctx)
-    script = render_sql(relay, s.names, s.limits, _parts(only))  # type: ignore[arg-type]
+    script = render_sql(cast(RelayMode, relay), s.names, s.limits, _parts(only))
     click.echo(script, nl=False)

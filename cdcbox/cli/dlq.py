@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
+from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.errors import UsageError
 from cdcbox.kafka import dlq as dead_letters
 
@@ -18,7 +18,6 @@ def dlq() -> None:
 @click.argument("topic")
 @json_option
 @click.pass_context
-@handle_errors
 def dlq_list(ctx: click.Context, topic: str, as_json: bool) -> None:
     letters = dead_letters.read(settings(ctx).kafka(), topic)
     if as_json:
@@ -44,7 +43,6 @@ def dlq_list(ctx: click.Context, topic: str, as_json: bool) -> None:
 @click.argument("topic")
 @click.option("--event-id", required=True)
 @click.pass_context
-@handle_errors
 def dlq_show(ctx: click.Context, topic: str, event_id: str) -> None:
     letters = dead_letters.read(settings(ctx).kafka(), topic)
     for d in dead_letters.select(letters, {event_id}):
@@ -62,7 +60,6 @@ def dlq_show(ctx: click.Context, topic: str, event_id: str) -> None:
 @click.option("--event-id", "event_ids", multiple=True, help="Replay these (repeatable).")
 @click.option("--all", "replay_all", is_flag=True, help="Replay every dead letter.")
 @click.pass_context
-@handle_errors
 def dlq_replay(
     ctx: click.Context, topic: str, event_ids: tuple[str, ...], replay_all: bool
 ) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
+from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.connect.connectors import load_specs
 from cdcbox.db import connect
 from cdcbox.ops.doctor import DoctorInputs, run_checks
@@ -20,7 +20,6 @@ from cdcbox.stack.config import StackVersions
 @click.option("--max-retained-bytes", type=int, default=1 << 30, show_default=True)
 @json_option
 @click.pass_context
-@handle_errors
 def doctor(
     ctx: click.Context,
     spec_path: Path | None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
+from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.ops import groups
 
 
@@ -16,7 +16,6 @@ def groups_group() -> None:
 @groups_group.command("list")
 @json_option
 @click.pass_context
-@handle_errors
 def groups_list(ctx: click.Context, as_json: bool) -> None:
     rows = groups.list_groups(settings(ctx).kafka())
     if as_json:
@@ -29,7 +28,6 @@ def groups_list(ctx: click.Context, as_json: bool) -> None:
 @click.argument("group")
 @json_option
 @click.pass_context
-@handle_errors
 def groups_lag(ctx: click.Context, group: str, as_json: bool) -> None:
     rows = groups.lag(settings(ctx).kafka(), group)
     if as_json:
@@ -48,7 +46,6 @@ def groups_lag(ctx: click.Context, group: str, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print what would change, change nothing.")
 @json_option
 @click.pass_context
-@handle_errors
 def groups_reset(
     ctx: click.Context, group: str, to: str, topic: str | None, dry_run: bool, as_json: bool
 ) -> None:

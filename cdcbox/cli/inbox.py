@@ -6,7 +6,6 @@ import click
 
 from cdcbox.cli.common import (
     DeletingProgress,
-    handle_errors,
     json_option,
     print_json,
     print_table,
@@ -23,7 +22,6 @@ def inbox_group() -> None:
 @inbox_group.command("stats")
 @json_option
 @click.pass_context
-@handle_errors
 def inbox_stats(ctx: click.Context, as_json: bool) -> None:
     s = settings(ctx)
     with s.database() as conn:
@@ -56,7 +54,6 @@ def inbox_stats(ctx: click.Context, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="Purge below the safety floor anyway.")
 @click.option("--batch", type=int, default=5000, show_default=True)
 @click.pass_context
-@handle_errors
 def inbox_purge(
     ctx: click.Context,
     older_than: str,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from cdcbox.cli.common import Settings, handle_errors
+from cdcbox.cli.common import CdcGroup, Settings
 from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
 from cdcbox.cli.consume import consume
 from cdcbox.cli.db import db
@@ -28,7 +28,7 @@ from cdcbox.kafka.security import Secret
 from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 
 
-@click.group(context_settings={"show_default": True})
+@click.group(cls=CdcGroup, context_settings={"show_default": True})
 @click.option("--dsn", envvar="CDCBOX_DSN", help="PostgreSQL DSN (password via PGPASSFILE).")
 @click.option("--bootstrap-servers", envvar="CDCBOX_BOOTSTRAP_SERVERS", help="Kafka brokers.")
 @click.option("--connect-url", envvar="CDCBOX_CONNECT_URL", help="Kafka Connect REST URL.")
@@ -62,7 +62,6 @@ from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 @kafka_security_options
 @click.version_option(package_name="cdcbox")
 @click.pass_context
-@handle_errors
 def cli(
     ctx: click.Context,
     /,

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from cdcbox.cli.common import Settings, handle_errors, settings, stop_on_signals
+from cdcbox.cli.common import Settings, settings, stop_on_signals
 from cdcbox.errors import ConfigError
 from cdcbox.observe.exporter import serve_exporter
 from cdcbox.observe.pipeline_state import Sources, read_state
@@ -64,7 +64,6 @@ def _sources(s: Settings, groups: tuple[str, ...], consumers: tuple[str, ...]) -
 )
 @filter_options
 @click.pass_context
-@handle_errors
 def top(
     ctx: click.Context,
     once: bool,
@@ -99,7 +98,6 @@ def top(
 )
 @filter_options
 @click.pass_context
-@handle_errors
 def exporter(
     ctx: click.Context,
     metrics_host: str,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from cdcbox.cli.common import handle_errors, print_json, settings, yes_option
+from cdcbox.cli.common import print_json, settings, yes_option
 from cdcbox.connect import offsets as connector_offsets
 from cdcbox.connect.client import ConnectClient
 
@@ -20,7 +20,6 @@ def offsets() -> None:
 @offsets.command("show")
 @click.argument("connector")
 @click.pass_context
-@handle_errors
 def offsets_show(ctx: click.Context, connector: str) -> None:
     print_json(settings(ctx).connect_client().offsets(connector))
 
@@ -46,7 +45,6 @@ def _change(
 @click.argument("connector")
 @yes_option
 @click.pass_context
-@handle_errors
 def offsets_reset(ctx: click.Context, connector: str, yes: bool) -> None:
     """Forget the offsets (with snapshot.mode=no_data it resumes at the slot's position)."""
     _change(ctx, connector, "reset offsets", yes, lambda c: c.reset_offsets(connector))
@@ -57,7 +55,6 @@ def offsets_reset(ctx: click.Context, connector: str, yes: bool) -> None:
 @click.option("--lsn", type=int, required=True, help="WAL position (integer) to resume from.")
 @yes_option
 @click.pass_context
-@handle_errors
 def offsets_set(ctx: click.Context, connector: str, lsn: int, yes: bool) -> None:
     """Point the connector at a WAL position (events before it are not published again)."""
     _change(

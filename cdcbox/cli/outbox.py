@@ -8,7 +8,6 @@ import click
 
 from cdcbox.cli.common import (
     DeletingProgress,
-    handle_errors,
     json_option,
     print_json,
     print_table,
@@ -29,7 +28,6 @@ def outbox() -> None:
 @outbox.command("stats")
 @json_option
 @click.pass_context
-@handle_errors
 def outbox_stats(ctx: click.Context, as_json: bool) -> None:
     s = settings(ctx)
     with s.database() as conn:
@@ -62,7 +60,6 @@ def outbox_stats(ctx: click.Context, as_json: bool) -> None:
 )
 @click.option("--batch", type=int, default=5000, show_default=True)
 @click.pass_context
-@handle_errors
 def outbox_purge(
     ctx: click.Context, older_than: str, relay: str | None, connector: str, batch: int
 ) -> None:
@@ -104,7 +101,6 @@ def dead() -> None:
 @click.option("--limit", type=int, default=100, show_default=True)
 @json_option
 @click.pass_context
-@handle_errors
 def dead_list(ctx: click.Context, limit: int, as_json: bool) -> None:
     s = settings(ctx)
     with s.database() as conn:
@@ -127,7 +123,6 @@ def dead_list(ctx: click.Context, limit: int, as_json: bool) -> None:
 @dead.command("retry")
 @click.argument("ids", nargs=-1, type=int, required=True)
 @click.pass_context
-@handle_errors
 def dead_retry(ctx: click.Context, ids: tuple[int, ...]) -> None:
     """Put DEAD rows back to RETRY (attempts reset); the relay picks them up next."""
     s = settings(ctx)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cdcbox.cli.common import handle_errors, json_option, print_json, print_table, settings
+from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.errors import UsageError
 from cdcbox.stores.parking import Parking
 
@@ -17,7 +17,6 @@ def parked() -> None:
 @parked.command("list")
 @json_option
 @click.pass_context
-@handle_errors
 def parked_list(ctx: click.Context, as_json: bool) -> None:
     s = settings(ctx)
     with s.database() as conn, conn.transaction():
@@ -34,7 +33,6 @@ def parked_list(ctx: click.Context, as_json: bool) -> None:
 @click.argument("aggregate_type")
 @click.argument("aggregate_id")
 @click.pass_context
-@handle_errors
 def parked_release(
     ctx: click.Context, consumer: str, aggregate_type: str, aggregate_id: str
 ) -> None:

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from cdcbox.cli.common import handle_errors, logging_options, settings, stop_on_signals
+from cdcbox.cli.common import logging_options, settings, stop_on_signals
 from cdcbox.fault_switches import ENV as FAULT_SWITCHES_ENV
 from cdcbox.fault_switches import FaultSwitches
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -77,7 +77,6 @@ def relay() -> None:
 @click.option("--metrics-port", type=int, default=None, envvar="CDCBOX_METRICS_PORT")
 @logging_options
 @click.pass_context
-@handle_errors
 def run(
     ctx: click.Context,
     batch_size: int,

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from cdcbox.avro import Catalogue
-from cdcbox.cli.common import handle_errors
 from cdcbox.resources import resource_dir
 
 
@@ -22,7 +21,6 @@ def schemas() -> None:
 
 @schemas.command("check")
 @click.argument("directory", required=False, type=click.Path(exists=True, path_type=Path))
-@handle_errors
 def check(directory: Path | None) -> None:
     """Parse every schema and check each event type's versions under its declared mode."""
     catalogue = Catalogue.load(directory or default_schemas_dir())

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from cdcbox.cli.common import (
-    handle_errors,
     json_option,
     print_json,
     print_table,
@@ -36,7 +35,6 @@ def slot() -> None:
 )
 @json_option
 @click.pass_context
-@handle_errors
 def slot_status(ctx: click.Context, warn_bytes: int, as_json: bool) -> None:
     with settings(ctx).database() as conn:
         rows = slots.slot_status(conn)
@@ -82,7 +80,6 @@ def slot_status(ctx: click.Context, warn_bytes: int, as_json: bool) -> None:
 )
 @yes_option
 @click.pass_context
-@handle_errors
 def slot_drop(
     ctx: click.Context, name: str, spec_path: Path | None, force: bool, yes: bool
 ) -> None:

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import click
 
 from cdcbox.cli.common import (
     default_cache_dir,
     default_state_dir,
-    handle_errors,
     print_table,
     settings,
 )
 from cdcbox.resources import resource_dir
 from cdcbox.stack import runner
 from cdcbox.stack.config import Ports, StackConfig
+from cdcbox.stack.runner import Mode
 
 
 def _config(
@@ -89,10 +90,36 @@ state_options = [
 ]
 
 
-def with_state_options(fn: Callable[P, R]) -> Callable[P, R]:
+def with_stack_config(fn: Callable[Concatenate[StackConfig, P], R]) -> Callable[P, R]:
+    """The state options (`--state-dir`, `--cache-dir`, the ports) on a command, handed to
+    it as one `StackConfig`, its first argument."""
+
+    @functools.wraps(fn)
+    def command(*args: P.args, **kwargs: P.kwargs) -> R:
+        options = {name: kwargs.pop(name) for name in _STATE_OPTIONS}
+        config = _config(
+            state_dir=cast("Path | None", options["state_dir"]),
+            cache_dir=cast("Path | None", options["cache_dir"]),
+            pg_port=cast(int, options["pg_port"]),
+            kafka_port=cast(int, options["kafka_port"]),
+            controller_port=cast(int, options["controller_port"]),
+            connect_port=cast(int, options["connect_port"]),
+        )
+        return fn(config, *args, **kwargs)
+
     for option in reversed(state_options):
-        fn = option(fn)
-    return fn
+        command = option(command)
+    return command
+
+
+_STATE_OPTIONS = (
+    "state_dir",
+    "cache_dir",
+    "pg_port",
+    "kafka_port",
+    "controller_port",
+    "connect_port",
+)
 
 
 @click.group("stack")
@@ -101,7 +128,7 @@ def stack() -> None:
 
 
 @stack.command()
-@with_state_options
+@with_stack_config
 @click.option(
     "--mode",
     type=click.Choice(["native", "compose"]),
@@ -139,25 +166,24 @@ def stack() -> None:
     "59109 and the JMX exporter in Connect (58180 + i); consumers run with "
     "--metrics-port 29100..29104 and relays with 29105..29106 are scraped.",
 )
-@handle_errors
 def up(
+    config: StackConfig,
     mode: str | None,
     brokers: str,
     connect_workers: int,
     secure: bool,
     with_metrics: bool,
-    **kwargs: object,
 ) -> None:
     """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
     config = dataclasses.replace(
-        _config(**kwargs),  # type: ignore[arg-type]
+        config,
         brokers=int(brokers),
         connect_workers=connect_workers,
         secure=secure,
         with_metrics=with_metrics,
     )
     _show_steps()
-    endpoints = runner.up(config, mode)  # type: ignore[arg-type]
+    endpoints = runner.up(config, cast("Mode | None", mode))
     click.echo(f"stack is up ({config.state_dir}); to use it:", err=True)
     click.echo(endpoints.exports(), nl=False)
 
@@ -173,21 +199,19 @@ def _show_steps() -> None:
 
 
 @stack.command()
-@with_state_options
+@with_stack_config
 @click.option("--purge", is_flag=True, help="Also delete data, logs and secrets.")
-@handle_errors
-def down(purge: bool, **kwargs: object) -> None:
+def down(config: StackConfig, purge: bool) -> None:
     """Stop exactly the processes `up` started (by pid)."""
-    runner.down(_config(**kwargs), purge=purge)  # type: ignore[arg-type]
+    runner.down(config, purge=purge)
     click.echo("stack is down" + (" and purged" if purge else ""))
 
 
 @stack.command()
-@with_state_options
-@handle_errors
-def status(**kwargs: object) -> None:
+@with_stack_config
+def status(config: StackConfig) -> None:
     """Show each component's state."""
-    rows = runner.status(_config(**kwargs))  # type: ignore[arg-type]
+    rows = runner.status(config)
     print_table(
         [(r.name, "running" if r.running else "stopped", r.detail) for r in rows],
         ["component", "state", "detail"],
@@ -197,8 +221,7 @@ def status(**kwargs: object) -> None:
 
 
 @stack.command()
-@with_state_options
-@handle_errors
-def env(**kwargs: object) -> None:
+@with_stack_config
+def env(config: StackConfig) -> None:
     """Print the DSN, bootstrap servers and Connect URL as shell exports."""
-    click.echo(runner.endpoints(_config(**kwargs)).exports(), nl=False)  # type: ignore[arg-type]
+    click.echo(runner.endpoints(config).exports(), nl=False)
