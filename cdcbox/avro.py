@@ -36,6 +36,8 @@ Compatibility = Literal["backward", "forward", "full"]
 
 @dataclass(frozen=True)
 class SchemaVersion:
+    """One `<EventType>.v<N>.avsc`: the parsed schema and its single-object fingerprint."""
+
     event_type: str
     version: int
     path: Path
@@ -45,6 +47,9 @@ class SchemaVersion:
 
 @dataclass(frozen=True)
 class EventSchemas:
+    """Every version of one event type's schema, with the encoding and compatibility rule
+    `events.yaml` declares for it."""
+
     event_type: str
     encoding: Encoding
     compatibility: Compatibility
@@ -57,6 +62,10 @@ class EventSchemas:
 
 @dataclass(frozen=True)
 class Catalogue:
+    """The Avro event catalogue of `schemas/avro`: a payload is encoded with its type's
+    newest schema and decoded by its fingerprint into the reader's version; `check`
+    lists every break of a type's declared compatibility (`cdc-ctl schemas check`)."""
+
     events: dict[str, EventSchemas] = field(default_factory=dict)
     by_fingerprint: dict[bytes, SchemaVersion] = field(default_factory=dict)
 

@@ -43,6 +43,8 @@ REDACTED = "********"
 
 @dataclass(frozen=True)
 class ConnectorSpec:
+    """A connector spec from `connectors/`, rendered: its name, its config, where it came from."""
+
     name: str
     config: dict[str, str]
     source: Path
@@ -135,6 +137,8 @@ def load_specs(path: Path, env: Mapping[str, str] | None = None) -> list[Connect
 
 @dataclass(frozen=True)
 class ConfigDiff:
+    """How a spec's config differs from the live connector's (`exists` False: no live one)."""
+
     added: dict[str, str] = field(default_factory=dict)
     removed: dict[str, str] = field(default_factory=dict)
     changed: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -194,6 +198,8 @@ def validate(client: ConnectClient, spec: ConnectorSpec) -> None:
 
 @dataclass(frozen=True)
 class ApplyResult:
+    """What `apply` did to one connector and the state it reached."""
+
     name: str
     diff: ConfigDiff
     changed: bool

@@ -24,6 +24,8 @@ SOURCES = ("postgres", "kafka", "connect")
 
 
 class PipelineCollector(Collector):
+    """A Prometheus collector that reads the pipeline's state afresh at every scrape."""
+
     def __init__(self, sources: Sources) -> None:
         self.sources = sources
 

@@ -43,6 +43,8 @@ class OutboxState:
 
 @dataclass(frozen=True)
 class InboxCount:
+    """Inbox rows of one consumer name in one status."""
+
     consumer: str
     status: str  # PROCESSED, SKIPPED, FAILED (dead-lettered), RECEIVED
     rows: int
@@ -50,6 +52,8 @@ class InboxCount:
 
 @dataclass(frozen=True)
 class ConnectorState:
+    """A connector's state and each of its tasks' states."""
+
     name: str
     state: str
     tasks: tuple[str, ...]  # each task's state, by task id
@@ -57,6 +61,8 @@ class ConnectorState:
 
 @dataclass(frozen=True)
 class PartitionLag:
+    """How far one group is behind on one partition."""
+
     group: str
     topic: str
     partition: int
@@ -79,6 +85,9 @@ class Sources:
 
 @dataclass(frozen=True)
 class PipelineState:
+    """One read-only reading of every source at `taken_at`; a source that could not be read
+    is in `errors`, never shown with stale values."""
+
     taken_at: float
     outbox: OutboxState | None = None
     slots: Sequence[SlotStatus] = ()

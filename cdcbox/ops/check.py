@@ -8,6 +8,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Check:
+    """One preflight check's outcome: what, whether it passed, what was found, how to fix it."""
+
     name: str
     ok: bool
     detail: str

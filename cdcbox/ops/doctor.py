@@ -27,6 +27,8 @@ from cdcbox.ops.slots import slot_status
 
 @dataclass(frozen=True)
 class DoctorInputs:
+    """What `doctor` checks: each source it was given (None: not checked) and the spec."""
+
     conn: psycopg.Connection[Any] | None
     connect: ConnectClient | None
     bootstrap_servers: str | None

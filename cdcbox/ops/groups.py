@@ -15,6 +15,8 @@ from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
 
 @dataclass(frozen=True)
 class PartitionLag:
+    """A group's committed offset against the partition's end."""
+
     topic: str
     partition: int
     committed: int | None
@@ -27,6 +29,8 @@ class PartitionLag:
 
 @dataclass(frozen=True)
 class ResetStep:
+    """One partition's move in a group reset: from its current offset to the target."""
+
     topic: str
     partition: int
     current: int | None

@@ -59,6 +59,8 @@ class Stuck:
 
 @dataclass(frozen=True)
 class Report:
+    """What a quarantine did: the event moved past, where it was kept, what was republished."""
+
     connector: str
     event_id: str
     aggregate: str

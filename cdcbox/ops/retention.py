@@ -72,6 +72,8 @@ def _purge(
 
 @dataclass(frozen=True)
 class OutboxPurge:
+    """What an outbox purge deleted, and whether the connector's position capped it."""
+
     deleted: int
     cutoff: datetime  # rows created before this (UTC, naive) were deleted
     capped_by_connector: bool  # the connector's position was earlier than asked

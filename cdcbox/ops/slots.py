@@ -21,6 +21,8 @@ from cdcbox.names import DbNames
 
 @dataclass(frozen=True)
 class SlotStatus:
+    """One replication slot as `pg_replication_slots` shows it, with the WAL it retains."""
+
     name: str
     plugin: str | None
     slot_type: str

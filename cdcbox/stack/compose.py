@@ -37,6 +37,8 @@ def docker_engine_answers() -> bool:
 
 
 class ComposeStack:
+    """The stack run by `docker compose` from `infra/docker-compose.yml`."""
+
     def __init__(self, config: StackConfig, secrets: StackSecrets) -> None:
         self.config = config
         self.secrets = secrets

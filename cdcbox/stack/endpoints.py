@@ -49,6 +49,9 @@ class ComponentStatus:
 
 @dataclass(frozen=True)
 class Endpoints:
+    """Where a running stack answers, as the clients and `stack env` need it (no password:
+    files that hold them)."""
+
     dsn: str
     pgpassfile: str
     bootstrap_servers: str

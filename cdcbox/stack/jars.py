@@ -25,6 +25,8 @@ log = logging.getLogger("cdcbox.stack")
 
 @dataclass(frozen=True)
 class JvmLayout:
+    """The resolved Java runtime, Kafka's classpath and Connect's plugin path."""
+
     java: str
     kafka_classpath: str
     plugin_path: Path

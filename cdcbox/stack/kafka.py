@@ -88,6 +88,8 @@ class JvmComponent(process.PidTracked):
 
 
 class NativeKafka(JvmComponent):
+    """One KRaft node (broker and controller) of the native stack, started and stopped by pid."""
+
     def __init__(self, config: StackConfig, layout: JvmLayout | None, node: int = 0) -> None:
         super().__init__(layout)
         self.config = config

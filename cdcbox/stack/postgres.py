@@ -54,6 +54,8 @@ def cluster_root(state_dir: Path) -> Path:
 
 
 class NativePostgres:
+    """The native stack's PostgreSQL cluster, run as the `postgres` user, stopped by pid."""
+
     name = "postgres"
 
     def __init__(self, config: StackConfig, secrets: StackSecrets) -> None:

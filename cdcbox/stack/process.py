@@ -56,6 +56,9 @@ def _reap(pid: int) -> None:
 
 @dataclass(frozen=True)
 class PidRecord:
+    """A process the stack started, known by pid and start time, so a later process that
+    reuses the pid is never taken for it."""
+
     pid: int
     start_ticks: str
 

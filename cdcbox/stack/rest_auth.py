@@ -22,6 +22,8 @@ USER = "cdcbox"
 
 @dataclass(frozen=True)
 class ConnectRestAuth:
+    """The secured stack's Connect REST basic-auth user and its password file."""
+
     directory: Path  # secrets/tls, beside the stack's other secured-mode secrets
 
     @classmethod

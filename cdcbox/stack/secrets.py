@@ -19,6 +19,8 @@ SUPERUSER = "postgres"
 
 @dataclass(frozen=True)
 class StackSecrets:
+    """The stack's generated passwords, in files only their owner can read."""
+
     directory: Path
 
     @property

@@ -25,6 +25,8 @@ USERS = ("admin", "connect", "cdcbox")
 
 @dataclass(frozen=True)
 class StackTls:
+    """The secured stack's CA, server certificate and SCRAM users' passwords."""
+
     directory: Path  # secrets/tls
 
     @classmethod
