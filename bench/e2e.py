@@ -91,8 +91,12 @@ def polling_schema(dsn: str) -> DbNames:
 
 
 def drop_schema(dsn: str, names: DbNames) -> None:
+    """The schema and its publication (which would outlive it, empty)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(names.schema)))
+        conn.execute(
+            sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
+        )
 
 
 def polling_at_rate(

@@ -172,10 +172,12 @@ def migrate(
 def ensure_publication(conn: psycopg.Connection[Any], names: DbNames) -> None:
     """The insert-only publication of this schema's outbox, created if missing.
 
-    Guarantee: the outbox table is in `names.publication` when this returns; an existing
-    publication of that name that does not cover it (another service's) is refused,
-    naming it, since a connector streaming it would publish none of this outbox's rows.
+    Guarantee: the outbox table is in `names.publication` when this returns. A publication
+    of that name that covers no table (its table was dropped with its schema) takes this
+    one; one that covers another table (another service's) is refused, naming it, since a
+    connector streaming it would publish none of this outbox's rows.
     """
+    publication = sql.Identifier(names.publication)
     if (
         conn.execute(
             "SELECT FROM pg_publication WHERE pubname = %s", (names.publication,)
@@ -184,16 +186,26 @@ def ensure_publication(conn: psycopg.Connection[Any], names: DbNames) -> None:
     ):
         conn.execute(
             sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert')").format(
-                sql.Identifier(names.publication), names.table("outbox")
+                publication, names.table("outbox")
             )
         )
         return
-    if not publication_covers(conn, names.publication, names.outbox_qualified):
-        raise SchemaError(
-            f"publication {names.publication!r} exists but does not cover "
-            f"{names.outbox_qualified}: it belongs to another outbox; give this schema its "
-            "own (the default for a schema other than public is cdcbox_outbox_<schema>)"
+    if publication_covers(conn, names.publication, names.outbox_qualified):
+        return
+    covered = conn.execute(
+        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = %s",
+        (names.publication,),
+    ).fetchall()
+    if not covered:
+        conn.execute(
+            sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(publication, names.table("outbox"))
         )
+        return
+    raise SchemaError(
+        f"publication {names.publication!r} covers {', '.join(t for (t,) in covered)}, not "
+        f"{names.outbox_qualified}: it belongs to another outbox; give this schema its own "
+        "(the default for a schema other than public is cdcbox_outbox_<schema>)"
+    )
 
 
 def publication_covers(conn: psycopg.Connection[Any], publication: str, table: str) -> bool:
