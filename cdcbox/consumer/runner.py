@@ -191,6 +191,10 @@ class Consumer:
                 if time.monotonic() - refreshed > self.config.parked_refresh_s:
                     self._try_refresh_parked()
                     refreshed = time.monotonic()
+                # Only a retry wait pauses partitions, and kafka-python keeps a partition's
+                # paused flag through a rebalance that leaves it assigned: one a wait
+                # paused while the group moved under it would never be fetched again.
+                kafka.resume(kafka.assignment())
                 batch = kafka.poll(timeout_ms=self.config.poll_timeout_ms)
                 if self._reload_parked.is_set():  # an assignment since the last poll
                     self._reload_parked.clear()

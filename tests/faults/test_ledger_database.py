@@ -70,7 +70,16 @@ def test_postgresql_down_longer_than_the_consumers_retry_budget(
         eventually(lambda: s.applied() > applied, timeout=60, what="effects flowing again")
         assert [p.poll() for p in consumers] == [None] * len(consumers)  # none exited
 
-    scenario = Scenario("postgres down past the consumers' retry budget", stack, tmp_path)
+    # The consumers are stopped for a moment to build the backlog: a session timeout above
+    # that keeps them in the group, so this scenario is the database outage alone. (Being
+    # expelled from the group while the database is down, a compound fault, can leave a
+    # partition unconsumed: an open finding, see the README's fault ledger.)
+    scenario = Scenario(
+        "postgres down past the consumers' retry budget",
+        stack,
+        tmp_path,
+        flags=("--session-timeout-ms", "30000", "--heartbeat-interval-ms", "5000"),
+    )
     assert_exact(scenario.run(fault), scenario)
 
 
