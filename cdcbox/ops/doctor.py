@@ -171,9 +171,10 @@ def refuse_unpublishable(
     database's). Returns warnings: a slot that does not exist yet, or a connector of
     another database than `conn`'s, which cannot be checked from here."""
     with conn.transaction():
-        database = conn.execute("SELECT current_database()").fetchone()
+        row = conn.execute("SELECT current_database()").fetchone()
+        database = row[0] if row else None
         wanted = config.get("database.dbname")
-        if database is None or (wanted and wanted != database[0]):
+        if wanted and wanted != database:
             return [
                 f"not checked against the database: the DSN names {database}, the "
                 f"connector {wanted}"
