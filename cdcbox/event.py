@@ -39,6 +39,8 @@ class Event:
     topic: str
     partition: int
     offset: int
+    # The id of the event whose handler appended this one (None: not caused by one).
+    causation_id: str | None = None
 
     @property
     def log_extra(self) -> dict[str, str]:
@@ -48,14 +50,17 @@ class Event:
             "aggregate_type": self.aggregate_type,
             "aggregate_id": self.aggregate_id,
             "trace_id": self.trace_id or "",
+            "causation_id": self.causation_id or "",
         }
 
     @property
     def log_fields(self) -> str:
-        """How log lines name the event: id, aggregate and trace id."""
+        """How log lines name the event: id, aggregate, trace id and, when a handler
+        emitted it, the event that caused it."""
+        caused_by = f", caused by {self.causation_id}" if self.causation_id else ""
         return (
             f"{self.event_id} (aggregate {self.aggregate_type}/{self.aggregate_id}, "
-            f"trace {self.trace_id or '-'})"
+            f"trace {self.trace_id or '-'}{caused_by})"
         )
 
 
@@ -162,6 +167,7 @@ def decode(record: ConsumedRecord, payload_decoder: PayloadDecoder = decode_payl
             topic=record.topic,
             partition=record.partition,
             offset=record.offset,
+            causation_id=_text(headers, wire.HEADER_CAUSATION_ID, required=False) or None,
         )
 
     try:

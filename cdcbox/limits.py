@@ -26,6 +26,7 @@ FIELD_MAX_BYTES = {
     "event_type": 200,
     "content_type": 200,
     "trace_id": 512,
+    "causation_id": 512,
 }
 # Key, headers (names, values, occurred_at, event id) and Kafka's per-record framing,
 # with room to spare: the fields above add at most ~2.2 KiB.

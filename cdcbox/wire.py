@@ -21,6 +21,8 @@ HEADER_AGGREGATE_VERSION = "aggregate_version"
 HEADER_OCCURRED_AT = "occurred_at"
 HEADER_TRACEPARENT = "traceparent"
 HEADER_CONTENT_TYPE = "content-type"
+# The event id of the consumed event whose handler appended this one ("" for none).
+HEADER_CAUSATION_ID = "causation_id"
 # On a replayed dead letter: the consumer name it is replayed for. That consumer applies
 # it even though the aggregate is parked (the park holds back live events only).
 HEADER_REPLAY_FOR = "cdcbox.replay.for"
@@ -38,6 +40,7 @@ COLUMN_HEADERS = (
     ("occurred_at", HEADER_OCCURRED_AT),
     ("trace_id", HEADER_TRACEPARENT),
     ("content_type", HEADER_CONTENT_TYPE),
+    ("causation_id", HEADER_CAUSATION_ID),
 )
 
 

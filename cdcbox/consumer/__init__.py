@@ -12,6 +12,7 @@ from cdcbox.consumer.runner import Consumer
 from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.event import Event
+from cdcbox.producer.outbox import NewEvent
 
 __all__ = [
     "AsyncHandler",
@@ -20,6 +21,7 @@ __all__ = [
     "ConsumerStats",
     "Event",
     "Handler",
+    "NewEvent",
     "Outcome",
     "RefuseTransition",
     "RetryLater",

@@ -20,14 +20,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import uuid
 import weakref
 from collections.abc import Coroutine, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import psycopg
 
+from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.handler import Handler
 from cdcbox.event import Event
+from cdcbox.producer.outbox import NewEvent
 
 T = TypeVar("T")
 # How long a handler's coroutine may take to finish its cancellation when the consumer's
@@ -53,6 +56,16 @@ class AsyncHandler(Handler):
         """Batch mode, as `Handler.handle_batch`: override to write in fewer statements."""
         for event in events:
             await self.handle(event, conn)
+
+    async def emit(  # type: ignore[override]
+        self, conn: psycopg.AsyncConnection[Any], cause: Event, event: NewEvent
+    ) -> uuid.UUID:
+        """`Handler.emit`, awaited, on the `AsyncConnection` `handle` got."""
+        statement, row = require_outbox(self.outbox, type(self).__name__).one(
+            conn, caused_by(cause, event)
+        )
+        await conn.execute(statement, row.params())
+        return row.event_id
 
     def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         run_on_loop(self.handle(event, async_view(conn)))

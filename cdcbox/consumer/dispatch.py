@@ -1,5 +1,6 @@
-"""Handlers are registered and validated at start-up: a missing topic, a duplicate
-consumer name or an empty set of event types fails before the first record, not at it.
+"""Handlers are registered, validated and bound to the consumer's outbox at start-up: a
+missing topic, a duplicate consumer name or an empty set of event types fails before the
+first record, not at it.
 """
 
 from __future__ import annotations
@@ -7,9 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from cdcbox.avro import Catalogue
 from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.handler import Handler
 from cdcbox.errors import ConfigError
+from cdcbox.names import DbNames
+from cdcbox.producer.outbox import Outbox
 
 _CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 
@@ -42,3 +46,11 @@ def dispatch_table(handlers: Sequence[Handler]) -> dict[str, tuple[Handler, ...]
         for event_type in event_types:
             table[event_type] = (*table.get(event_type, ()), handler)
     return table
+
+
+def bind_outboxes(handlers: Sequence[Handler], names: DbNames, schemas: Catalogue | None) -> None:
+    """Give each handler that names no outbox the consumer's own for `Handler.emit` (its
+    schema, and its Avro catalogue, so emitted Avro event types are encoded and checked)."""
+    for handler in handlers:
+        if handler.outbox is None:
+            handler.outbox = Outbox(names, schemas)

@@ -6,14 +6,17 @@ it is declared explicitly and never derived from the class name.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import psycopg
 
 from cdcbox import wire
+from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.signals import SkipEvent
 from cdcbox.event import Event
+from cdcbox.producer.outbox import NewEvent, Outbox
 
 
 class Handler:
@@ -37,6 +40,8 @@ class Handler:
     # round trips in all. Only for a handler that never relies on `cursor.rowcount`
     # without reading the result (fetching a result is fine: it waits for it).
     pipelined: ClassVar[bool] = False
+    # Where `emit` appends. None: the consumer binds its own schema's outbox at start.
+    outbox: Outbox | None = None
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         raise NotImplementedError
@@ -48,6 +53,15 @@ class Handler:
         (a signal included) redoes the batch record by record through `handle`."""
         for event in events:
             self.handle(event, conn)
+
+    def emit(self, conn: psycopg.Connection[Any], cause: Event, event: NewEvent) -> uuid.UUID:
+        """Append `event` to this service's outbox in the record's transaction (`conn` is
+        the one `handle` got: no second connection). It commits with the record's effect
+        or not at all, carries `cause`'s trace id and `cause`'s event id as its causation
+        id. Works in every mode, pipelined and batch included. Returns its event id."""
+        return require_outbox(self.outbox, type(self).__name__).append(
+            conn, caused_by(cause, event)
+        )
 
     def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         """How the consumer calls `handle` (an `AsyncHandler` runs it on its loop)."""

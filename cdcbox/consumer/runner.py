@@ -22,7 +22,7 @@ import psycopg
 
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
-from cdcbox.consumer.dispatch import dispatch_table
+from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.pipeline import RecordPipeline
@@ -55,6 +55,7 @@ class Consumer:
         self.config = config
         self.stats = ConsumerStats()
         self._dispatch = dispatch_table(self.handlers)
+        bind_outboxes(self.handlers, names, config.schemas)
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self._reload_parked = threading.Event()  # set by the assignment listener

@@ -233,15 +233,15 @@ def _keep(conn: psycopg.Connection[Any], stuck: Stuck) -> None:
         conn.execute(
             sql.SQL(
                 "INSERT INTO {} (event_id, outbox_id, aggregate_type, aggregate_id, "
-                "aggregate_version, event_type, payload, content_type, trace_id, occurred_at, "
-                "connector, lsn, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s::pg_lsn, %s) ON CONFLICT (event_id) DO NOTHING"
+                "aggregate_version, event_type, payload, content_type, trace_id, causation_id, "
+                "occurred_at, connector, lsn, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s::pg_lsn, %s) ON CONFLICT (event_id) DO NOTHING"
             ).format(stuck.names.table("quarantine")),
             (
                 row.event_id, row.id, row.aggregate_type, row.aggregate_id,
                 row.aggregate_version, row.event_type, row.payload, row.content_type,
-                row.trace_id, row.occurred_at, stuck.connector, lsn_text(stuck.at.lsn),
-                stuck.error,
+                row.trace_id, row.causation_id, row.occurred_at, stuck.connector,
+                lsn_text(stuck.at.lsn), stuck.error,
             ),
         )  # fmt: skip
 

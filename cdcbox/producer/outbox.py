@@ -36,8 +36,9 @@ EVENT_COLUMNS = (
     "payload",
     "content_type",
     "trace_id",
+    "causation_id",
 )
-_TYPES = ("uuid", "text", "text", "bigint", "text", "bytea", "text", "text")
+_TYPES = ("uuid", "text", "text", "bigint", "text", "bytea", "text", "text", "text")
 ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 # What the transaction check reads: a psycopg Connection or AsyncConnection.
 ConnectionInfoSource = psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
@@ -47,7 +48,8 @@ ConnectionInfoSource = psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
 class NewEvent:
     """An event to append. `payload` is JSON-serialisable data, or already-encoded bytes
     together with their `content_type`. Versions start at 1; None (stored as 0) means
-    unversioned, and such events bypass the consumers' version guard."""
+    unversioned, and such events bypass the consumers' version guard. `causation_id`:
+    the id of the event whose handling caused this one (`Handler.emit` sets it)."""
 
     aggregate_type: str
     aggregate_id: str
@@ -57,6 +59,7 @@ class NewEvent:
     event_id: uuid.UUID | None = None
     trace_id: str | None = None
     content_type: str = CONTENT_TYPE_JSON
+    causation_id: str | None = None
 
 
 def encode_json(payload: Any, what: str) -> bytes:
@@ -80,6 +83,7 @@ class EventRow:
     payload: bytes
     content_type: str
     trace_id: str  # "": none
+    causation_id: str  # "": none
 
     def params(self) -> tuple[Any, ...]:
         """The values in `EVENT_COLUMNS` order, as the INSERT takes them."""
@@ -104,7 +108,7 @@ def event_row(
         value = getattr(event, field_name)
         if not isinstance(value, str) or not value:
             raise SchemaError(f"{what}: {field_name} is required (a non-empty string)")
-    for field_name in ("aggregate_id", "event_type", "trace_id"):
+    for field_name in ("aggregate_id", "event_type", "trace_id", "causation_id"):
         if "\x00" in (getattr(event, field_name) or ""):
             raise SchemaError(
                 f"{what}: {field_name} holds a NUL byte, which PostgreSQL cannot store"
@@ -158,6 +162,7 @@ def event_row(
         payload=payload,
         content_type=content_type,
         trace_id=event.trace_id or "",
+        causation_id=event.causation_id or "",
     )
 
 

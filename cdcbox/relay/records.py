@@ -32,6 +32,7 @@ def to_record(row: OutboxRow) -> KafkaRecord:
         "occurred_at": row.occurred_at,
         "trace_id": row.trace_id,
         "content_type": row.content_type,
+        "causation_id": row.causation_id,
     }
     headers = [(wire.HEADER_EVENT_ID, str(row.event_id).encode())]
     headers += [(header, values[column].encode()) for column, header in wire.COLUMN_HEADERS]

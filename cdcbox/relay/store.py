@@ -34,6 +34,7 @@ class OutboxRow:
     payload: bytes
     content_type: str
     trace_id: str
+    causation_id: str
     created_at: datetime
     occurred_at: str
     retry_count: int

@@ -14,7 +14,7 @@ from typing import Literal
 
 LogFormat = Literal["text", "json"]
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-EVENT_FIELDS = ("event_id", "aggregate_type", "aggregate_id", "trace_id")
+EVENT_FIELDS = ("event_id", "aggregate_type", "aggregate_id", "trace_id", "causation_id")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 

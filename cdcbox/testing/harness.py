@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from psycopg import sql
+
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
-from cdcbox.consumer.dispatch import dispatch_table
+from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
 from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats, Outcome
@@ -28,8 +30,8 @@ from cdcbox.db import Reconnecting
 from cdcbox.kafka.dlq import DeadLetterPublisher
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent, event_row
-from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow
+from cdcbox.relay.records import KafkaRecord, to_record
+from cdcbox.relay.store import OutboxRow, RelayStore
 
 
 @dataclass
@@ -95,6 +97,7 @@ class Harness:
         **config: Any,
     ) -> None:
         self.schemas = schemas
+        self._names = names
         self.topics = MemoryTopics()
         self.stats = ConsumerStats()
         self.config = ConsumerConfig(
@@ -107,6 +110,7 @@ class Harness:
             **config,
         )
         self.connection = Reconnecting(dsn, synchronous_commit=self.config.durable_each_commit)
+        bind_outboxes(handlers, names, schemas)
         self.pipeline = RecordPipeline(
             dispatch_table(handlers),
             Stores.for_schema(names),
@@ -133,11 +137,29 @@ class Harness:
                 payload=row.payload,
                 content_type=row.content_type,
                 trace_id=row.trace_id,
+                causation_id=row.causation_id,
                 created_at=now,
                 occurred_at=now.strftime(OCCURRED_AT),
                 retry_count=0,
             )
         )
+        return self._delivered(published, partition)
+
+    def emitted(self) -> list[Record]:
+        """What the handlers emitted (`Handler.emit`) and committed, in order, as the
+        relays would publish it: feed them to the next service's harness."""
+        conn = self.connection()
+        with conn.transaction():
+            ids = [
+                row[0]
+                for row in conn.execute(
+                    sql.SQL("SELECT id FROM {} ORDER BY id").format(self._names.table("outbox"))
+                )
+            ]
+            rows = RelayStore(self._names).rows_by_id(conn, ids)
+        return [self._delivered(to_record(rows[i])) for i in ids]
+
+    def _delivered(self, published: KafkaRecord, partition: int = 0) -> Record:
         offsets = self._offsets.setdefault(published.topic, itertools.count())
         return Record(
             published.topic,

@@ -82,6 +82,7 @@ def test_relay_and_debezium_records_for_the_same_row_are_identical(
                     {"order_id": "o-1", "n": [1, 2]},
                     aggregate_version=7,
                     trace_id="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                    causation_id="0192d6a4-7c3e-7000-8000-000000000001",
                 ),
             )
         (debezium,) = read_topic(stack, wire.topic_for(aggregate_type), expect=1)
@@ -99,6 +100,7 @@ def test_relay_and_debezium_records_for_the_same_row_are_identical(
     for field in ("topic", "partition", "key", "value", "headers", "timestamp"):
         assert getattr(relayed, field) == getattr(debezium, field), field
     assert dict(relayed.headers)["id"] == str(event_id).encode()
+    assert dict(relayed.headers)["causation_id"] == b"0192d6a4-7c3e-7000-8000-000000000001"
 
 
 def test_three_workers_publish_10000_events_from_concurrent_writers_in_order(
