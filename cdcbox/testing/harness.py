@@ -121,6 +121,12 @@ class Harness:
             sleep=lambda _seconds: None,
         )
         self._offsets: dict[str, itertools.count[int]] = {}
+        outbox = names.table("outbox")
+        self._outbox_ids = sql.SQL("SELECT id FROM {} WHERE id > %s ORDER BY id").format(outbox)
+        conn = self.connection()
+        with conn.transaction():
+            last = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(outbox)).fetchone()
+        self._outbox_start = (last[0] if last else None) or 0
 
     def record(self, event: NewEvent, *, partition: int = 0) -> Record:
         """`event` as the relays would publish it (its event id fixed once chosen)."""
@@ -146,16 +152,12 @@ class Harness:
         return self._delivered(published, partition)
 
     def emitted(self) -> list[Record]:
-        """What the handlers emitted (`Handler.emit`) and committed, in order, as the
-        relays would publish it: feed them to the next service's harness."""
+        """What was appended to the outbox of `names` since the harness started (what its
+        handlers emitted with `Handler.emit` and committed), in order, as the relays
+        would publish it: feed them to the next service's harness."""
         conn = self.connection()
         with conn.transaction():
-            ids = [
-                row[0]
-                for row in conn.execute(
-                    sql.SQL("SELECT id FROM {} ORDER BY id").format(self._names.table("outbox"))
-                )
-            ]
+            ids = [row[0] for row in conn.execute(self._outbox_ids, (self._outbox_start,))]
             rows = RelayStore(self._names).rows_by_id(conn, ids)
         return [self._delivered(to_record(rows[i])) for i in ids]
 

@@ -17,9 +17,11 @@ import pytest
 from psycopg import sql
 
 from cdcbox.consumer import Handler, Outcome
+from cdcbox.event import decode
+from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
-from cdcbox.testing import Harness
+from cdcbox.testing import Harness, migrated_schema
 from consumer.orders import SCHEMA
 from tests.helpers import eventually, unique
 
@@ -168,3 +170,45 @@ def test_readme_typed_and_async_handler_examples_run_as_written(stack: Endpoints
     with psycopg.connect(dsn) as conn:
         statuses = dict(conn.execute("SELECT order_id, status FROM orders").fetchall())
     assert statuses == {paid: "PAID", shipped: "SHIPPED", unfit: "CREATED"}
+
+
+def test_readme_handler_that_produces_runs_as_written(stack: Endpoints) -> None:
+    """The stock handler answers each order from its own outbox, in the order's
+    transaction: reserved when every line is in stock, rejected (nothing reserved)
+    otherwise, each answer naming its order event as cause."""
+    (block,) = [b for b in python_blocks() if "class StockHandler(Handler):" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "README.md (handler that produces)", "exec"), namespace)  # noqa: S102
+    schema = unique("readme_stock")
+    names = DbNames(schema=schema)
+    dsn = f"{stack.dsn}?options={quote(f'-c search_path={schema},public')}"
+    migrated_schema(dsn, names, "cdc")
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute(SCHEMA.read_text())
+        conn.execute("INSERT INTO stock (sku, available) VALUES ('a', 5), ('b', 1)")
+    line = lambda sku, n: {"sku": sku, "quantity": n}  # noqa: E731
+    orders = [
+        NewEvent("order", "o-1", "OrderCreated", {"lines": [line("a", 2), line("b", 1)]}),
+        NewEvent("order", "o-2", "OrderCreated", {"lines": [line("a", 2), line("b", 1)]}),
+    ]
+    try:
+        with Harness(dsn, [namespace["StockHandler"]()], names=names) as harness:
+            records = [harness.record(o) for o in orders]
+            assert harness.send(*records, records[0]) == Counter(
+                {Outcome.PROCESSED: 2, Outcome.DUPLICATE: 1}
+            )
+            answers = [decode(r) for r in harness.emitted()]
+        with psycopg.connect(dsn) as conn:
+            stock = dict(conn.execute("SELECT sku, available FROM stock").fetchall())
+    finally:
+        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            conn.execute(
+                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
+            )
+    assert [(a.aggregate_id, a.event_type, a.payload) for a in answers] == [
+        ("o-1", "StockReserved", {"order_id": "o-1"}),
+        ("o-2", "StockRejected", {"order_id": "o-2", "short_of": "b"}),
+    ]
+    assert [a.causation_id for a in answers] == [str(decode(r).event_id) for r in records]
+    assert stock == {"a": 3, "b": 0}  # o-2 reserved nothing: its savepoint rolled back
