@@ -1,15 +1,24 @@
-"""The demo: orders written with their OrderCreated events in one transaction, applied by
-the five downstream services through Debezium and Kafka, then replayed to show that a
-redelivery changes nothing. Prints a summary. Run by scripts/demo against a live stack."""
+"""The demo: the order example as a fleet, each service on a database of its own
+(`consumer.fleet`). Orders are written with their OrderCreated events in one
+transaction; five services apply them; inventory answers each from its own outbox
+(StockReserved or StockRejected), and orders confirms or cancels on that answer (the
+way back); a payment arriving for a cancelled order lands in reconciliation. Then
+everything is redelivered to inventory to show that it changes nothing and emits
+nothing again. Prints each hop's counts and the round trip's latency.
+Run by scripts/demo against a live stack."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import statistics
 import threading
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -18,24 +27,36 @@ from kafka.structs import OffsetAndMetadata
 
 from cdcbox import wire
 from cdcbox.avro import Catalogue
-from cdcbox.consumer import Consumer, ConsumerConfig, Handler, Outcome
+from cdcbox.connect.client import ConnectClient
+from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
+from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.producer.outbox import Outbox
 from cdcbox.resources import resource_dir
-from consumer.inventory import InventoryHandler
-from consumer.marketing import CouponHandler
-from consumer.notifications import NotificationHandler
-from consumer.orders import OrderLine, create_schema, place_order
-from consumer.points import PointsHandler
-from consumer.search_index import SearchIndexHandler
+from consumer.fleet import FLEET, INVENTORY, ORDERS, debezium_password_from_env, prepare
+from consumer.inventory import stock_up
+from consumer.orders import OrderLine, place_order, record_payment
 
-SERVICES: list[type[Handler]] = [
-    InventoryHandler,
-    CouponHandler,
-    PointsHandler,
-    NotificationHandler,
-    SearchIndexHandler,
-]
-TOPIC = wire.topic_for("order")
+ORDER_TOPIC = wire.topic_for("order")
+SKUS = [f"sku-{n}" for n in range(50)]
+
+
+@dataclass
+class FleetRun:
+    """What one run of the fleet did, hop by hop, read back from each service's database."""
+
+    run: str
+    orders: int
+    wrote_s: float = 0.0
+    answered_s: float = 0.0
+    stats: dict[str, ConsumerStats] = field(default_factory=dict)
+    answers: Counter[str] = field(default_factory=Counter)  # inventory's outbox, by type
+    answered_orders: int = 0  # distinct orders inventory answered
+    statuses: Counter[str] = field(default_factory=Counter)  # once answered
+    round_trip_ms: list[float] = field(default_factory=list)
+    final_statuses: Counter[str] = field(default_factory=Counter)  # after the payments
+    reconciled: int = 0
+    replay: ConsumerStats = field(default_factory=ConsumerStats)
+    answers_after_replay: int = 0
 
 
 def write_orders(
@@ -56,8 +77,8 @@ def write_orders(
                 if pause > 0:
                     time.sleep(pause)  # pacing the writer, not synchronisation
                 lines = [
-                    OrderLine(f"sku-{sku}", rng.randint(1, 3), rng.randrange(100, 5000))
-                    for sku in rng.sample(range(50), 3)
+                    OrderLine(sku, rng.randint(1, 3), rng.randrange(100, 5000))
+                    for sku in rng.sample(SKUS, 3)
                 ]
                 with conn.transaction():
                     place_order(
@@ -76,10 +97,25 @@ def write_orders(
         t.join()
 
 
-def end_offsets(bootstrap: str) -> dict[TopicPartition, int]:
+def until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll `condition` until it holds; SystemExit naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"demo: {what} not reached within {timeout_s:.0f}s")
+        time.sleep(0.1)
+
+
+def one(dsn: str, query: str, params: tuple[Any, ...]) -> Any:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query, params).fetchone()
+    return row[0] if row else None
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
     probe = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     try:
-        partitions = [TopicPartition(TOPIC, p) for p in probe.partitions_for_topic(TOPIC) or ()]
+        partitions = [TopicPartition(topic, p) for p in probe.partitions_for_topic(topic) or ()]
         return dict(probe.end_offsets(partitions)) if partitions else {}
     finally:
         probe.close()
@@ -95,16 +131,218 @@ def rewind(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> No
         committer.close(autocommit=False)
 
 
-def run_until(consumer: Consumer, done: Any, timeout_s: float) -> None:
-    thread = threading.Thread(target=consumer.run, daemon=True)
+def start_fleet(
+    admin_dsn: str, bootstrap: str, schemas: Catalogue
+) -> tuple[dict[str, Consumer], list[threading.Thread]]:
+    """One consumer per service, on its own database, running in threads, each with its
+    partitions assigned when this returns."""
+    consumers = {
+        service.name: Consumer(
+            [handler() for handler in service.handlers],
+            ConsumerConfig(
+                bootstrap_servers=bootstrap,
+                dsn=service.dsn(admin_dsn),
+                group_id=service.name,
+                schemas=schemas,
+                batch_mode=True,
+            ),
+        )
+        for service in FLEET
+    }
+    threads = [threading.Thread(target=c.run, daemon=True) for c in consumers.values()]
+    for thread in threads:
+        thread.start()
+    until(lambda: all(c.assigned() for c in consumers.values()), 60, "every service assigned")
+    return consumers, threads
+
+
+def run_fleet(
+    admin_dsn: str, bootstrap: str, orders: int, writers: int, rate: float, timeout_s: float
+) -> FleetRun:
+    """Prepare the fleet (idempotent), run it once over `orders` orders, read back what
+    each hop did. Raises SystemExit when a hop does not finish within `timeout_s`."""
+    result = FleetRun(run=f"demo-{uuid.uuid4().hex[:8]}", orders=orders)
+    orders_dsn, inventory_dsn = ORDERS.dsn(admin_dsn), INVENTORY.dsn(admin_dsn)
+    prepare(
+        admin_dsn, ConnectClient(os.environ["CDCBOX_CONNECT_URL"]), debezium_password_from_env()
+    )
+    with psycopg.connect(inventory_dsn) as conn, conn.transaction():
+        stock_up(conn, SKUS, available=max(1, orders // 10))  # some orders will be short
+    schemas = Catalogue.load(resource_dir("schemas") / "avro")
+    starts = end_offsets(bootstrap, ORDER_TOPIC)
+    consumers, threads = start_fleet(admin_dsn, bootstrap, schemas)
+    like = (result.run + "-%",)
+    try:
+        began = time.monotonic()
+        write_orders(orders_dsn, result.run, orders, writers, schemas, rate)
+        result.wrote_s = time.monotonic() - began
+        until(
+            lambda: (
+                one(
+                    orders_dsn,
+                    "SELECT count(*) FROM orders WHERE order_id LIKE %s AND status <> 'CREATED'",
+                    like,
+                )
+                >= orders
+            ),
+            timeout_s,
+            "every order answered by inventory",
+        )
+        result.answered_s = time.monotonic() - began
+        with psycopg.connect(orders_dsn) as conn:
+            rows = conn.execute(
+                "SELECT status, extract(epoch FROM status_changed_at - created_at) * 1000 "
+                "FROM orders WHERE order_id LIKE %s",
+                like,
+            ).fetchall()
+            result.statuses = Counter(status for status, _ in rows)
+            result.round_trip_ms = sorted(float(ms) for _, ms in rows)
+            with conn.transaction():  # the payment provider reports every order paid
+                outbox = Outbox(schemas=schemas)
+                for order_id, total in conn.execute(
+                    "SELECT order_id, total_cents FROM orders WHERE order_id LIKE %s", like
+                ).fetchall():
+                    record_payment(conn, outbox, order_id, total)
+        until(
+            lambda: (
+                one(
+                    orders_dsn,
+                    "SELECT (SELECT count(*) FROM orders WHERE order_id LIKE %s "
+                    "AND status = 'PAID') + (SELECT count(*) FROM consumer_reconciliation "
+                    "WHERE aggregate_id LIKE %s)",
+                    like * 2,
+                )
+                >= orders
+            ),
+            timeout_s,
+            "every payment applied or reconciled",
+        )
+        until(
+            lambda: all(
+                c.stats[Outcome.PROCESSED] + c.stats[Outcome.SKIPPED] >= orders
+                for name, c in consumers.items()
+                if name not in (ORDERS.name,)
+            ),
+            timeout_s,
+            "every OrderCreated applied by every service",
+        )
+    finally:
+        for c in consumers.values():
+            c.stop()
+        for thread in threads:
+            thread.join(timeout=30)  # each leaves its group: inventory's is rewound next
+    result.stats = {name: c.stats for name, c in consumers.items()}
+    _read_back(result, orders_dsn, inventory_dsn)
+    _replay_to_inventory(result, admin_dsn, bootstrap, starts, schemas, timeout_s)
+    return result
+
+
+def _read_back(result: FleetRun, orders_dsn: str, inventory_dsn: str) -> None:
+    like = (result.run + "-%",)
+    with psycopg.connect(inventory_dsn) as conn:
+        result.answers = Counter(
+            dict(
+                conn.execute(
+                    "SELECT event_type, count(*) FROM outbox_event WHERE aggregate_type = 'stock' "
+                    "AND aggregate_id LIKE %s GROUP BY 1",
+                    like,
+                ).fetchall()
+            )
+        )
+        result.answered_orders = conn.execute(
+            "SELECT count(DISTINCT aggregate_id) FROM outbox_event WHERE aggregate_id LIKE %s",
+            like,
+        ).fetchone()[0]  # type: ignore[index]
+    with psycopg.connect(orders_dsn) as conn:
+        result.final_statuses = Counter(
+            dict(
+                conn.execute(
+                    "SELECT status, count(*) FROM orders WHERE order_id LIKE %s GROUP BY 1", like
+                ).fetchall()
+            )
+        )
+        result.reconciled = conn.execute(
+            "SELECT count(*) FROM consumer_reconciliation WHERE aggregate_id LIKE %s", like
+        ).fetchone()[0]  # type: ignore[index]
+
+
+def _replay_to_inventory(
+    result: FleetRun,
+    admin_dsn: str,
+    bootstrap: str,
+    starts: dict[TopicPartition, int],
+    schemas: Catalogue,
+    timeout_s: float,
+) -> None:
+    """Every OrderCreated of the run again to inventory: the inbox drops each copy, and
+    no answer is emitted twice."""
+    rewind(
+        bootstrap, INVENTORY.name, starts or {TopicPartition(ORDER_TOPIC, p): 0 for p in range(3)}
+    )
+    replay = Consumer(
+        [handler() for handler in INVENTORY.handlers],
+        ConsumerConfig(
+            bootstrap_servers=bootstrap,
+            dsn=INVENTORY.dsn(admin_dsn),
+            group_id=INVENTORY.name,
+            schemas=schemas,
+        ),
+    )
+    thread = threading.Thread(target=replay.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + timeout_s
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    consumer.stop()
-    thread.join(timeout=30)
-    if not done():
-        raise SystemExit(f"demo: not everything arrived within {timeout_s:.0f}s")
+    try:
+        until(lambda: replay.stats[Outcome.DUPLICATE] >= result.orders, timeout_s, "the replay")
+    finally:
+        replay.stop()
+        thread.join(timeout=30)
+    result.replay = replay.stats
+    result.answers_after_replay = one(
+        INVENTORY.dsn(admin_dsn),
+        "SELECT count(*) FROM outbox_event WHERE aggregate_id LIKE %s",
+        (result.run + "-%",),
+    )
+
+
+def print_summary(r: FleetRun, writers: int, rate: float) -> None:
+    print(
+        f"run {r.run}: {r.orders} orders (OrderCreated as Avro) written to the orders "
+        f"database by {writers} writers in {r.wrote_s:.1f}s ({r.orders / r.wrote_s:.0f} orders/s"
+        + (f", {rate:.0f}/s asked)" if rate else ", a burst)")
+    )
+    print("hop 1, orders → the five services, each on its own database:")
+    for name, stats in r.stats.items():
+        if name != ORDERS.name:
+            print(f"  {name:<14} {_outcomes(stats)}")
+    print(
+        f"hop 2, inventory → orders (the way back): {r.answers['StockReserved']} "
+        f"StockReserved, {r.answers['StockRejected']} StockRejected from inventory's outbox "
+        f"for {r.answered_orders} orders; orders {r.statuses['CONFIRMED']} confirmed, "
+        f"{r.statuses['CANCELLED']} cancelled"
+    )
+    if r.round_trip_ms:
+        print(
+            f"round trip (order committed → its confirmation committed, through both "
+            f"connectors): p50 {statistics.median(r.round_trip_ms):.0f} ms, p99 "
+            f"{r.round_trip_ms[int(0.99 * (len(r.round_trip_ms) - 1))]:.0f} ms; every order "
+            f"answered {r.answered_s:.1f}s after the first was written"
+        )
+    print(
+        f"payments: {r.final_statuses['PAID']} orders paid, {r.reconciled} payments for "
+        f"cancelled orders in reconciliation (orders' consumer: {_outcomes(r.stats[ORDERS.name])}, "
+        f"refused={r.stats[ORDERS.name][Outcome.REFUSED]})"
+    )
+    print(
+        f"replay to inventory: duplicates skipped={r.replay[Outcome.DUPLICATE]}, applied "
+        f"again={r.replay[Outcome.PROCESSED]}; answers in its outbox: "
+        f"{r.answers_after_replay} (exactly one per order)"
+    )
+
+
+def _outcomes(stats: ConsumerStats) -> str:
+    return (
+        f"processed={stats[Outcome.PROCESSED]:<6} skipped={stats[Outcome.SKIPPED]:<5} "
+        f"dead-lettered={stats[Outcome.DEAD_LETTERED]}"
+    )
 
 
 def main() -> None:
@@ -115,99 +353,20 @@ def main() -> None:
         "--rate",
         type=float,
         default=100,
-        help="Orders/s, steady (0: a burst as fast as the writers go; then the drain "
-        "time is reported, not a steady-state latency).",
+        help="Orders/s, steady (0: a burst as fast as the writers go; the round trip then "
+        "includes the queue).",
     )
     parser.add_argument("--timeout", type=float, default=180)
     args = parser.parse_args()
-    dsn, bootstrap = os.environ["CDCBOX_DSN"], os.environ["CDCBOX_BOOTSTRAP_SERVERS"]
-    run = f"demo-{uuid.uuid4().hex[:8]}"
-    schemas = Catalogue.load(resource_dir("schemas") / "avro")
-    with psycopg.connect(dsn) as conn:
-        create_schema(conn)
-    starts = end_offsets(bootstrap)
-
-    consumers = {
-        cls.consumer_name: Consumer(
-            [cls()],
-            ConsumerConfig(
-                bootstrap_servers=bootstrap,
-                dsn=dsn,
-                group_id=cls.consumer_name,
-                schemas=schemas,
-                batch_mode=True,
-            ),
-        )
-        for cls in SERVICES
-    }
-    threads = [threading.Thread(target=c.run, daemon=True) for c in consumers.values()]
-    for t in threads:
-        t.start()
-    assigned_by = time.monotonic() + 60
-    while not all(c.assigned() for c in consumers.values()) and time.monotonic() < assigned_by:
-        time.sleep(0.05)  # the clock starts once every service has its partitions
-    began = time.monotonic()
-    write_orders(dsn, run, args.orders, args.writers, schemas, args.rate)
-    wrote_s = time.monotonic() - began
-
-    def all_delivered() -> bool:
-        return all(
-            c.stats[Outcome.PROCESSED] + c.stats[Outcome.SKIPPED] >= args.orders
-            for c in consumers.values()
-        )
-
-    deadline = time.monotonic() + args.timeout
-    while not all_delivered() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for c in consumers.values():
-        c.stop()
-    for t in threads:
-        t.join(timeout=30)
-    if not all_delivered():
-        raise SystemExit(f"demo: not every order arrived within {args.timeout:.0f}s")
-    delivered_s = time.monotonic() - began
-
-    # Redeliver everything to the inventory service: the inbox turns it into no-ops.
-    inventory = InventoryHandler.consumer_name
-    rewind(bootstrap, inventory, starts or {TopicPartition(TOPIC, p): 0 for p in range(3)})
-    replay = Consumer(
-        [InventoryHandler()],
-        ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=inventory, schemas=schemas),
+    result = run_fleet(
+        os.environ["CDCBOX_DSN"],
+        os.environ["CDCBOX_BOOTSTRAP_SERVERS"],
+        args.orders,
+        args.writers,
+        args.rate,
+        args.timeout,
     )
-    run_until(replay, lambda: replay.stats[Outcome.DUPLICATE] >= args.orders, args.timeout)
-
-    with psycopg.connect(dsn) as conn:
-        reserved = conn.execute(
-            "SELECT count(DISTINCT order_id) FROM inventory_reservation WHERE order_id LIKE %s",
-            (run + "-%",),
-        ).fetchone()
-    stats = consumers[inventory].stats
-    print(
-        f"run {run}: {args.orders} orders (OrderCreated as Avro) written by {args.writers} "
-        f"writers in {wrote_s:.1f}s ({args.orders / wrote_s:.0f} orders/s"
-        + (f", {args.rate:.0f}/s asked)" if args.rate else ", a burst)")
-    )
-    for name, c in consumers.items():
-        print(
-            f"  {name:<20} processed={c.stats[Outcome.PROCESSED]:<6} "
-            f"skipped={c.stats[Outcome.SKIPPED]:<5} dead-lettered={c.stats[Outcome.DEAD_LETTERED]}"
-        )
-    print(f"events delivered: {stats[Outcome.PROCESSED]} to each service in {delivered_s:.1f}s")
-    if args.rate:
-        print(
-            f"steady-state latency (commit → handler committed): "
-            f"p50 {stats.lag_percentile(50):.0f} ms, p99 {stats.lag_percentile(99):.0f} ms"
-        )
-    else:
-        print(
-            f"burst: applied by every service {delivered_s - wrote_s:.1f}s after the writers "
-            "stopped (a queue draining, not the pipeline's latency: use --rate for that)"
-        )
-    print(
-        f"replay to inventory: duplicates skipped={replay.stats[Outcome.DUPLICATE]}, "
-        f"applied again={replay.stats[Outcome.PROCESSED]}; orders with reservations: "
-        f"{reserved[0] if reserved else 0} (exactly once)"
-    )
+    print_summary(result, args.writers, args.rate)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
-"""The order service (producer side): an order, its lines, the stock check and the
-OrderCreated event, all in one transaction, so the event exists if and only if the order does."""
+"""The order service. Producer side: an order, its lines and the OrderCreated event in
+one transaction, so the event exists if and only if the order does; a payment the
+provider reports, as PaymentSucceeded. Consumer side (the way back): inventory's answer
+confirms or cancels the order; a payment is applied to the order it pays, and a payment
+for a cancelled order is refused into reconciliation (money to give back, not lost)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from typing import Any
 
 import psycopg
 
+from cdcbox.consumer import Event, Handler
+from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.producer.outbox import NewEvent, Outbox
 
 SCHEMA = Path(__file__).with_name("schema.sql")
@@ -70,3 +75,66 @@ def place_order(
             },
         ),
     )
+
+
+def record_payment(
+    conn: psycopg.Connection[Any], outbox: Outbox, order_id: str, amount_cents: int
+) -> None:
+    """The payment provider's callback: recorded as PaymentSucceeded (points and
+    notifications may listen too); `PaymentHandler` applies it to the order."""
+    outbox.append(
+        conn,
+        NewEvent(
+            aggregate_type="payment",
+            aggregate_id=order_id,
+            event_type="PaymentSucceeded",
+            aggregate_version=1,
+            payload={
+                "order_id": order_id,
+                "payment_id": f"pay-{order_id}",
+                "amount_cents": amount_cents,
+            },
+        ),
+    )
+
+
+class OrderStatusHandler(Handler):
+    """Inventory's answer: StockReserved confirms the order, StockRejected cancels it."""
+
+    consumer_name = "orders-stock-answers"
+    aggregate_types = ("stock",)
+    event_types = frozenset({"StockReserved", "StockRejected"})
+
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        status = "CONFIRMED" if event.event_type == "StockReserved" else "CANCELLED"
+        if not conn.execute(
+            "UPDATE orders SET status = %s, status_changed_at = clock_timestamp() "
+            "WHERE order_id = %s AND status = 'CREATED'",
+            (status, event.aggregate_id),
+        ).rowcount:
+            raise SkipEvent(f"order {event.aggregate_id} is not ours or not awaiting stock")
+
+
+class PaymentHandler(Handler):
+    """A payment marks its confirmed order PAID; one for a cancelled order is refused
+    (reconciliation), one that overtook the stock answer waits for it."""
+
+    consumer_name = "orders-payments"
+    aggregate_types = ("payment",)
+    event_types = frozenset({"PaymentSucceeded"})
+
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        row = conn.execute(
+            "SELECT status FROM orders WHERE order_id = %s FOR UPDATE", (event.aggregate_id,)
+        ).fetchone()
+        if row is None:
+            raise SkipEvent(f"order {event.aggregate_id} is not ours")
+        if row[0] == "CANCELLED":
+            raise RefuseTransition(f"payment for cancelled order {event.aggregate_id}")
+        if row[0] == "CREATED":  # the stock answer is still on its way
+            raise RetryLater(f"order {event.aggregate_id} awaits its stock answer")
+        conn.execute(
+            "UPDATE orders SET status = 'PAID', status_changed_at = clock_timestamp() "
+            "WHERE order_id = %s",
+            (event.aggregate_id,),
+        )

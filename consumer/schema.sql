@@ -1,11 +1,14 @@
--- Business tables of the order example. Each downstream service owns its own tables; in
--- the demo they share one database, in production each has its own (with its own inbox).
+-- Business tables of the order example. Each service owns its own tables and writes only
+-- those; the demo (scripts/demo) gives each service a database of its own, with these
+-- tables and its own inbox (and outbox, for the services that produce).
 CREATE TABLE IF NOT EXISTS orders (
     order_id    text PRIMARY KEY,
     customer_id text NOT NULL,
     total_cents bigint NOT NULL,
     status      text NOT NULL DEFAULT 'CREATED',
-    created_at  timestamptz NOT NULL DEFAULT now()
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    -- When the status last changed: CONFIRMED or CANCELLED once inventory answered.
+    status_changed_at timestamptz
 );
 CREATE TABLE IF NOT EXISTS order_lines (
     order_id text NOT NULL REFERENCES orders,

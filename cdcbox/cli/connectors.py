@@ -12,10 +12,11 @@ import click
 from cdcbox.cli.common import json_option, print_json, print_table, yes_option
 from cdcbox.cli.common import settings as settings_of
 from cdcbox.connect import connectors as specs
+from cdcbox.connect.offsets import delete_forgetting_offsets
 from cdcbox.errors import UsageError
 from cdcbox.names import DbNames
 from cdcbox.ops import quarantine
-from cdcbox.ops.doctor import refuse_unpublishable
+from cdcbox.ops.deploy import apply_checked
 from cdcbox.resources import resource_dir
 
 spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
@@ -32,20 +33,17 @@ def _path(path: Path | None) -> Path:
 def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None:
     """Validate, diff and upsert connector specs, then wait until they run."""
     s = settings_of(ctx)
-    connect = s.connect_client()
+    connect_client = s.connect_client()
     for spec in specs.load_specs(_path(path), {**schema_defaults(s.names), **os.environ}):
-        say = _progress(spec.name)
-        if s.dsn:
-            with s.database() as conn:
-                for warning in refuse_unpublishable(conn, spec.config, s.names):
-                    say(f"warning: {warning}")
-        result = specs.apply(connect, spec, timeout_s=timeout, progress=say)
+        result = apply_checked(
+            connect_client, spec, s.dsn, s.names, timeout_s=timeout, progress=_progress(spec.label)
+        )
         if not result.changed:
-            click.echo(f"{spec.name}: unchanged ({result.state})")
+            click.echo(f"{spec.label}: unchanged ({result.state})")
             continue
         for line in result.diff.lines():
             click.echo(f"  {line}")
-        click.echo(f"{spec.name}: applied ({result.state})")
+        click.echo(f"{spec.label}: applied ({result.state})")
 
 
 def schema_defaults(names: DbNames) -> dict[str, str]:
@@ -74,7 +72,7 @@ def diff_command(ctx: click.Context, path: Path | None) -> None:
     differs = False
     for spec in specs.load_specs(_path(path)):
         change = specs.diff(connect.config(spec.name), spec.config)
-        click.echo(f"{spec.name}: {'in sync' if change.empty else 'differs'}")
+        click.echo(f"{spec.label}: {'in sync' if change.empty else 'differs'}")
         for line in change.lines():
             click.echo(f"  {line}")
         differs |= not change.empty
@@ -141,7 +139,26 @@ def _simple(name: str, help_text: str, action: str) -> None:
 _simple("pause", "Pause a connector (tasks stay assigned).", "pause")
 _simple("resume", "Resume a paused or stopped connector.", "resume")
 _simple("stop", "Stop a connector (STOPPED: tasks shut down, config kept).", "stop")
-_simple("delete", "Delete a connector (its slot stays: `cdc-ctl slot drop`).", "delete")
+
+
+@connectors_group.command("delete")
+@click.argument("connector")
+@click.option(
+    "--forget-offsets",
+    is_flag=True,
+    help="Also delete its offsets, so a connector created again under this name starts "
+    "from its slot (needed once the slot is dropped and made anew).",
+)
+@click.pass_context
+def delete_command(ctx: click.Context, connector: str, forget_offsets: bool) -> None:
+    """Delete a connector. Its slot stays (`cdc-ctl slot drop`), and Connect keeps its
+    offsets unless --forget-offsets."""
+    client = settings_of(ctx).connect_client()
+    if forget_offsets:
+        delete_forgetting_offsets(client, connector)
+    else:
+        client.delete(connector)
+    click.echo(f"{connector}: delete requested")
 
 
 @connectors_group.command("restart")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import cast
 
 import click
 
 from cdcbox.cli.common import settings
+from cdcbox.connect.connectors import render
+from cdcbox.connect.services import Service
 from cdcbox.db import connect
+from cdcbox.errors import UsageError
 from cdcbox.migrate import PARTS, Part, RelayMode, migrate, render_sql
 from cdcbox.stack.secrets import read_password_properties
 
@@ -54,6 +58,13 @@ def db() -> None:
     "written before the first `cdc-ctl apply` is lost.",
 )
 @click.option("--no-slot", is_flag=True, help="Leave the slot to the connector's first start.")
+@click.option(
+    "--service",
+    "service_spec",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A service spec (connectors/): migrate its database and schema and create its "
+    "slot, as its connector will read them (overrides --schema and --slot).",
+)
 @only_option
 @click.pass_context
 def migrate_command(
@@ -62,6 +73,7 @@ def migrate_command(
     debezium_password_file: Path | None,
     slot: str,
     no_slot: bool,
+    service_spec: Path | None,
     only: str | None,
 ) -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
@@ -69,10 +81,14 @@ def migrate_command(
     producing = "outbox" in parts
     password = read_password_properties(debezium_password_file) if debezium_password_file else None
     s = settings(ctx)
-    with connect(s.require_dsn()) as conn:
+    dsn, names = s.require_dsn(), s.names
+    if service_spec is not None:
+        service = service_of(service_spec)
+        dsn, names, slot = service.dsn(dsn), service.names, service.slot
+    with connect(dsn) as conn:
         applied = migrate(
             conn,
-            names=s.names,
+            names=names,
             mode=cast(RelayMode, relay),
             debezium_password=password if producing else None,
             slot=None if no_slot or relay == "polling" or not producing else slot,
@@ -80,6 +96,14 @@ def migrate_command(
             parts=parts,
         )
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
+
+
+def service_of(path: Path) -> Service:
+    """The service a spec declares, or `UsageError` naming the file."""
+    service = render(path, os.environ).service
+    if service is None:
+        raise UsageError(f"{path} declares no service (a `service:` spec of connectors/)")
+    return service
 
 
 @db.command("sql")

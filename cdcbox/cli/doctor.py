@@ -9,6 +9,8 @@ import click
 from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.connect.connectors import load_specs
 from cdcbox.db import connect
+from cdcbox.ops.check import Check
+from cdcbox.ops.deploy import spec_database
 from cdcbox.ops.doctor import DoctorInputs, run_checks
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
@@ -27,36 +29,50 @@ def doctor(
     max_retained_bytes: int,
     as_json: bool,
 ) -> None:
-    """Check everything a deployment needs before the first event; exit 1 if anything fails."""
+    """Check everything a deployment needs before the first event; exit 1 if anything
+    fails. SPEC_PATH may be a directory of service specs: each service's database is
+    checked (the DSN turned to it), Connect and Kafka once."""
     s = settings(ctx)
-    spec = load_specs(spec_path or resource_dir("connectors"))[0]
-    conn = connect(s.dsn, autocommit=True) if s.dsn else None
-    try:
-        checks = run_checks(
-            DoctorInputs(
-                conn=conn,
-                connect=s.connect_client() if s.connect_url else None,
-                bootstrap_servers=s.bootstrap_servers,
-                kafka_security=s.kafka_security,
-                spec=spec,
-                names=s.names,
-                expected_debezium=StackVersions.load(
-                    resource_dir("infra") / "versions.env"
-                ).debezium,
-                max_retained_bytes=max_retained_bytes,
-                limits=s.limits,
-            ),
-            list(topics),
-        )
-    finally:
-        if conn is not None:
-            conn.close()
+    rows: list[tuple[str, Check]] = []
+    for index, spec in enumerate(load_specs(spec_path or resource_dir("connectors"))):
+        service = spec.service
+        dsn, names = spec_database(spec, s.dsn, s.names) if s.dsn else (None, s.names)
+        conn = connect(dsn, autocommit=True) if dsn else None
+        first = index == 0
+        try:
+            checks = run_checks(
+                DoctorInputs(
+                    conn=conn,
+                    connect=s.connect_client() if s.connect_url and first else None,
+                    bootstrap_servers=s.bootstrap_servers if first else None,
+                    kafka_security=s.kafka_security,
+                    spec=spec,
+                    names=names,
+                    expected_debezium=StackVersions.load(
+                        resource_dir("infra") / "versions.env"
+                    ).debezium,
+                    max_retained_bytes=max_retained_bytes,
+                    limits=s.limits,
+                ),
+                list(topics) if first else [],
+            )
+        finally:
+            if conn is not None:
+                conn.close()
+        rows += [(service.name if service else "", c) for c in checks]
+    labelled = any(service for service, _ in rows)
     if as_json:
-        print_json([c.as_dict() for c in checks])
+        print_json([{**c.as_dict(), **({"service": n} if labelled else {})} for n, c in rows])
     else:
-        print_table(
-            [("ok" if c.ok else "FAIL", c.name, c.detail, "" if c.ok else c.fix) for c in checks],
-            ["", "check", "detail", "fix"],
-        )
-    if not all(c.ok for c in checks):
+        table = [
+            ("ok" if c.ok else "FAIL", c.name, c.detail, "" if c.ok else c.fix) for _, c in rows
+        ]
+        if labelled:
+            print_table(
+                [(n, *row) for (n, _), row in zip(rows, table, strict=True)],
+                ["service", "", "check", "detail", "fix"],
+            )
+        else:
+            print_table(table, ["", "check", "detail", "fix"])
+    if not all(c.ok for _, c in rows):
         raise SystemExit(1)

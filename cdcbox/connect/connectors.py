@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from cdcbox.connect.client import ConnectClient, check_connector_name
+from cdcbox.connect.services import Service, check_no_collisions, parse_service
 from cdcbox.errors import SpecError, UsageError
 
 # The connector class of every spec in connectors/ and the plugin `doctor` looks for.
@@ -48,6 +49,13 @@ class ConnectorSpec:
     name: str
     config: dict[str, str]
     source: Path
+    # The declared service (a `service:` spec); None for a plain connector spec.
+    service: Service | None = None
+
+    @property
+    def label(self) -> str:
+        """How output names it: the connector, and its service when one is declared."""
+        return f"{self.name} (service {self.service.name})" if self.service else self.name
 
     @property
     def connector_class(self) -> str:
@@ -60,19 +68,67 @@ def _stringify(value: Any) -> str:
     return str(value)
 
 
-def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:
-    """Read a YAML/JSON spec and substitute ${VAR} / ${VAR:-default} from `env`."""
+def _read(path: Path) -> Any:
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise SpecError(f"{path}: cannot read connector spec: {e}") from e
+
+
+def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:
+    """Read a YAML/JSON spec and substitute ${VAR} / ${VAR:-default} from `env`. A spec
+    is `name` and `config`, or a service spec: `service`, `base` (the spec it
+    instantiates, relative to it) and optionally `config` (keys it overrides)."""
+    raw = _read(path)
+    if isinstance(raw, dict) and "service" in raw:
+        return _render_service(path, raw, env)
     if (
         not isinstance(raw, dict)
         or set(raw) - {"name", "config"}
         or "name" not in raw
         or not isinstance(raw.get("config"), dict)
     ):
-        raise SpecError(f"{path}: a spec is a mapping with exactly 'name' and 'config'")
+        raise SpecError(
+            f"{path}: a spec is a mapping with exactly 'name' and 'config' (or a service "
+            "spec: 'service', 'base' and optionally 'config')"
+        )
+    substitute = _substituter(path, env)
+    name = substitute("name", raw["name"])
+    try:
+        check_connector_name(name)
+    except UsageError as e:
+        raise SpecError(f"{path}: {e}") from None
+    config = {str(k): substitute(str(k), v) for k, v in raw["config"].items()}
+    if "connector.class" not in config:
+        raise SpecError(f"{path}: config needs connector.class")
+    if "name" in config and config["name"] != name:
+        raise SpecError(f"{path}: config.name {config['name']!r} differs from name {name!r}")
+    config.pop("name", None)
+    check_secrets(path, config)
+    return ConnectorSpec(name=name, config=config, source=path)
+
+
+def _render_service(path: Path, raw: dict[str, Any], env: Mapping[str, str]) -> ConnectorSpec:
+    if set(raw) - {"service", "base", "config"} or not isinstance(raw.get("base"), str):
+        raise SpecError(
+            f"{path}: a service spec is 'service', 'base' (the connector spec it "
+            "instantiates) and optionally 'config'"
+        )
+    overrides = raw.get("config") or {}
+    if not isinstance(overrides, dict):
+        raise SpecError(f"{path}: config is a mapping of the keys it overrides")
+    substitute = _substituter(path, env)
+    service = parse_service(path, raw["service"], substitute)
+    base = render(path.parent / raw["base"], {**env, **service.variables()})
+    if base.service is not None:
+        raise SpecError(f"{path}: base {raw['base']} is itself a service spec")
+    config = {**base.config, **{str(k): substitute(str(k), v) for k, v in overrides.items()}}
+    check_secrets(path, config)
+    return ConnectorSpec(name=base.name, config=config, source=path, service=service)
+
+
+def _substituter(path: Path, env: Mapping[str, str]) -> Callable[[str, Any], str]:
+    """Renders `${VAR}` / `${VAR:-default}` in one value of the spec at `path`."""
 
     def substitute(key: str, value: Any) -> str:
         def one(match: re.Match[str]) -> str:
@@ -87,19 +143,7 @@ def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:
 
         return _VARIABLE.sub(one, _stringify(value))
 
-    name = substitute("name", raw["name"])
-    try:
-        check_connector_name(name)
-    except UsageError as e:
-        raise SpecError(f"{path}: {e}") from None
-    config = {str(k): substitute(str(k), v) for k, v in raw["config"].items()}
-    if "connector.class" not in config:
-        raise SpecError(f"{path}: config needs connector.class")
-    if "name" in config and config["name"] != name:
-        raise SpecError(f"{path}: config.name {config['name']!r} differs from name {name!r}")
-    config.pop("name", None)
-    check_secrets(path, config)
-    return ConnectorSpec(name=name, config=config, source=path)
+    return substitute
 
 
 def is_secret_key(key: str) -> bool:
@@ -125,13 +169,17 @@ def redact(config: Mapping[str, str]) -> dict[str, str]:
 
 
 def load_specs(path: Path, env: Mapping[str, str] | None = None) -> list[ConnectorSpec]:
-    """One spec file, or every *.yaml / *.yml / *.json file of a directory, sorted."""
+    """One spec file, or every *.yaml / *.yml / *.json file of a directory, sorted; the
+    specs of a directory may not share a connector, slot, topic prefix, publication or
+    table (`check_no_collisions`)."""
     env = dict(os.environ) if env is None else env
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml", ".json"})
         if not files:
             raise SpecError(f"{path}: no connector specs (*.yaml, *.yml, *.json)")
-        return [render(p, env) for p in files]
+        specs = [render(p, env) for p in files]
+        check_no_collisions({s.source: {"name": s.name, "config": s.config} for s in specs})
+        return specs
     return [render(path, env)]
 
 

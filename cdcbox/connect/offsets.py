@@ -64,3 +64,15 @@ def read_position(client: ConnectClient, name: str) -> datetime:
             f"connector {name!r} has no committed offsets yet: nothing is known to be read"
         )
     return datetime.fromtimestamp(int(ts) / 1e6, UTC).replace(tzinfo=None)
+
+
+def delete_forgetting_offsets(client: ConnectClient, name: str, timeout_s: float = 60) -> None:
+    """Delete connector `name` and its offsets (stopped first: Connect resets offsets
+    only of a STOPPED connector). Connect keeps a deleted connector's offsets, and a
+    connector created later under the same name resumes from them: once its slot was
+    dropped and made anew, Debezium refuses to start ("no longer available on the
+    server"). Forgetting them lets it start from its new slot."""
+    client.stop(name)
+    client.wait_until(name, "STOPPED", timeout_s)
+    client.reset_offsets(name)
+    client.delete(name)

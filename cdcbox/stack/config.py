@@ -87,6 +87,11 @@ class StackConfig:
     ports: Ports = field(default_factory=Ports)
     host: str = "127.0.0.1"
     database: str = "cdcbox"
+    # A database per service of the demo fleet (consumer/fleet.py, scripts/demo): empty
+    # until the demo (or your deploy) migrates them; compose creates the same ones.
+    service_databases: tuple[str, ...] = (
+        "orders", "inventory", "marketing", "points", "notifications", "search",
+    )  # fmt: skip
     kafka_heap_mb: int = 768
     connect_heap_mb: int = 1024
     default_partitions: int = 3

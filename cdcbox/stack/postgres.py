@@ -105,7 +105,7 @@ class NativePostgres:
                 f"PostgreSQL failed to start (log: {self.log_file}):\n"
                 f"{result.stdout}{result.stderr}\n{process.tail(self.log_file)}"
             )
-        self._create_database()
+        self._create_databases()
 
     def _ssl(self) -> dict[str, str]:
         """With --secure: ssl=on with the stack's server certificate, copied where the
@@ -242,7 +242,8 @@ class NativePostgres:
         with (self.data_dir / "pg_hba.conf").open("a") as hba:
             hba.write("host replication all 127.0.0.1/32 scram-sha-256\n")
 
-    def _create_database(self) -> None:
+    def _create_databases(self) -> None:
+        """The stack's database and the demo fleet's, those that do not exist yet."""
         with psycopg.connect(
             host=self.config.host,
             port=self.config.ports.postgres,
@@ -251,15 +252,16 @@ class NativePostgres:
             password=self.secrets.superuser_password(),
             autocommit=True,
         ) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (self.config.database,)
-            ).fetchone()
-            if not exists:
-                conn.execute(
-                    psycopg.sql.SQL("CREATE DATABASE {}").format(
-                        psycopg.sql.Identifier(self.config.database)
+            for database in (self.config.database, *self.config.service_databases):
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+                ).fetchone()
+                if not exists:
+                    conn.execute(
+                        psycopg.sql.SQL("CREATE DATABASE {}").format(
+                            psycopg.sql.Identifier(database)
+                        )
                     )
-                )
 
     def _run_as_postgres(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         prefix = ["runuser", "-u", "postgres", "--"] if postgres_account() else []

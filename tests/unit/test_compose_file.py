@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -113,6 +114,33 @@ def test_the_example_services_name_handlers_that_exist(resolved: dict[str, Any])
         assert (root / (module.replace(".", "/") + ".py")).is_file(), name
         assert hasattr(importlib.import_module(module), attribute), name
         assert "0.0.0.0" in command, f"{name}: metrics reachable from outside"  # noqa: S104
+
+
+def test_compose_runs_the_demo_fleet_a_database_per_service(resolved: dict[str, Any]) -> None:
+    """The topology of consumer/fleet.py: each service's consumers on its own database
+    (the same databases `stack up` creates natively), every handler of a service in one
+    process, the fleet prepared by the one-shot migrate service."""
+    from consumer.fleet import FLEET
+
+    services = resolved["services"]
+    databases = {f.name for f in FLEET}
+    assert databases == set(StackConfig(Path("."), Path("."), INFRA).service_databases)
+    init = (INFRA / "postgres-init" / "fleet-databases.sql").read_text()
+    assert set(re.findall(r"CREATE DATABASE (\w+);", init)) == databases
+    assert _mounts(services["postgres"])["/docker-entrypoint-initdb.d"] == str(
+        INFRA / "postgres-init"
+    )
+    consuming = {n: s for n, s in services.items() if (s.get("command") or [None])[0] == "consume"}
+    for fleet_service in FLEET:
+        (service,) = [
+            s
+            for s in consuming.values()
+            if s["command"][s["command"].index("--group") + 1] == fleet_service.name
+        ]
+        assert service["environment"]["CDCBOX_DSN"].endswith(f"/{fleet_service.name}")
+        handlers = {c for c in service["command"] if ":" in c and c.startswith("consumer.")}
+        assert handlers == {f"{h.__module__}:{h.__name__}" for h in fleet_service.handlers}
+    assert "python -m consumer.fleet" in services["migrate"]["command"][0]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,120 @@
+"""The order example as a fleet: every service on a database of its own, as in
+production. Orders and inventory produce (an outbox, a slot, a connector each:
+`connectors/fleet/`); the others only consume (`--only inbox`: no REPLICATION role,
+publication or slot).
+
+    orders ──OrderCreated──► inventory, marketing, points, notifications, search
+    orders ◄─StockReserved / StockRejected── inventory      (the way back)
+    orders ──PaymentSucceeded──► orders (a payment for a cancelled order: reconciliation)
+
+`prepare` does what a team's deploy does, with the calls `cdc-ctl db migrate --service`,
+`cdc-ctl --dsn … db migrate --only inbox` and `cdc-ctl apply connectors/fleet/` make.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import ConnectorSpec, load_specs
+from cdcbox.consumer import Handler
+from cdcbox.db import connect
+from cdcbox.migrate import migrate
+from cdcbox.names import DbNames
+from cdcbox.ops.deploy import apply_checked
+from cdcbox.resources import resource_dir
+from cdcbox.stack.secrets import read_password_properties
+from consumer.inventory import InventoryHandler
+from consumer.marketing import CouponHandler
+from consumer.notifications import NotificationHandler
+from consumer.orders import OrderStatusHandler, PaymentHandler, create_schema
+from consumer.points import PointsHandler
+from consumer.search_index import SearchIndexHandler
+
+
+@dataclass(frozen=True)
+class FleetService:
+    """One service: its database (named as the service), its handlers, and whether it
+    produces (then `connectors/fleet/<name>.yaml` declares its connector)."""
+
+    name: str
+    handlers: tuple[type[Handler], ...]
+    produces: bool = False
+
+    def dsn(self, admin_dsn: str) -> str:
+        return make_conninfo(admin_dsn, dbname=self.name)
+
+
+FLEET = (
+    FleetService("orders", (OrderStatusHandler, PaymentHandler), produces=True),
+    FleetService("inventory", (InventoryHandler,), produces=True),
+    FleetService("marketing", (CouponHandler,)),
+    FleetService("points", (PointsHandler,)),
+    FleetService("notifications", (NotificationHandler,)),
+    FleetService("search", (SearchIndexHandler,)),
+)
+ORDERS, INVENTORY = FLEET[0], FLEET[1]
+
+
+def fleet_specs() -> list[ConnectorSpec]:
+    return load_specs(resource_dir("connectors") / "fleet")
+
+
+def prepare(
+    admin_dsn: str,
+    connect_client: ConnectClient,
+    debezium_password: str | None = None,
+    progress: Callable[[str], None] = print,
+) -> None:
+    """Each service's database (created if missing), its business tables and what it
+    needs of cdcbox, then the producing services' connectors. Idempotent."""
+    specs = {spec.service.name: spec for spec in fleet_specs() if spec.service}
+    for service in FLEET:
+        _create_database(admin_dsn, service.name)
+        with connect(service.dsn(admin_dsn)) as conn:
+            create_schema(conn)
+            declared = specs[service.name].service if service.produces else None
+            applied = migrate(
+                conn,
+                names=declared.names if declared else DbNames(),
+                debezium_password=debezium_password if declared else None,
+                slot=declared.slot if declared else None,
+                parts=("inbox", "outbox") if declared else ("inbox",),
+            )
+        progress(f"{service.name}: migrated {', '.join(applied) or '(up to date)'}")
+    for spec in specs.values():
+        apply_checked(connect_client, spec, admin_dsn, DbNames())
+        progress(f"{spec.label}: RUNNING")
+
+
+def _create_database(admin_dsn: str, name: str) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        if conn.execute("SELECT FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def debezium_password_from_env() -> str | None:
+    """The Debezium role's password, from the file `cdc-ctl stack env` names."""
+    path = os.environ.get("CDCBOX_DEBEZIUM_PASSWORD_FILE")
+    return read_password_properties(Path(path)) if path else None
+
+
+def main() -> None:
+    """`python -m consumer.fleet`: prepare the fleet on the stack the environment names
+    (CDCBOX_DSN, CDCBOX_CONNECT_URL, CDCBOX_DEBEZIUM_PASSWORD_FILE)."""
+    prepare(
+        os.environ["CDCBOX_DSN"],
+        ConnectClient(os.environ["CDCBOX_CONNECT_URL"]),
+        debezium_password_from_env(),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The demo fleet (consumer/fleet.py, scripts/demo): six services, each on a database of
+its own, deployed with the CLI as a team would (`db migrate --service`, a consume-only
+`db migrate --only inbox`, `apply connectors/fleet/`), then run: exact at both hops —
+every order answered once, every answer applied once, a late payment for a cancelled
+order reconciled, a full redelivery to inventory changing and emitting nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from cdcbox.cli.main import cli
+from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.offsets import delete_forgetting_offsets
+from cdcbox.consumer import Outcome
+from cdcbox.stack.endpoints import Endpoints
+from consumer.demo import run_fleet
+from consumer.fleet import FLEET, INVENTORY, ORDERS, fleet_specs
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.e2e
+
+ORDERS_COUNT = 40
+
+
+def invoke(*args: str) -> Any:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def deployed_fleet(stack: Endpoints, connect_client: ConnectClient) -> Iterator[None]:
+    """The fleet's databases (`stack up` made them) prepared through the CLI; after the
+    test its connectors are deleted and their slots dropped (the databases stay)."""
+    with psycopg.connect(stack.dsn) as conn:
+        existing = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+    assert {s.name for s in FLEET} <= existing, "cdc-ctl stack up creates the fleet's databases"
+    specs = {spec.service.name: spec for spec in fleet_specs() if spec.service}
+    try:
+        for service in FLEET:
+            if service.produces:
+                invoke("db", "migrate", "--service", str(specs[service.name].source))
+            else:
+                invoke("--dsn", service.dsn(stack.dsn), "db", "migrate", "--only", "inbox")
+        applied = invoke("apply", str(specs[ORDERS.name].source.parent))
+        assert "orders-outbox (service orders)" in applied.output
+        yield
+    finally:
+        for spec in specs.values():
+            if connect_client.config(spec.name) is not None:
+                delete_forgetting_offsets(connect_client, spec.name)
+        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+            for spec in specs.values():
+                slot = spec.config["slot.name"]
+                eventually(
+                    lambda slot=slot: (
+                        not conn.execute(  # type: ignore[misc]
+                            "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+                        ).fetchone()[0]
+                    ),
+                    timeout=60,
+                    what=f"slot {slot} released",
+                )
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+
+
+def test_the_fleet_is_exact_at_both_hops(stack: Endpoints, deployed_fleet: None) -> None:
+    run = run_fleet(stack.dsn, stack.bootstrap_servers, ORDERS_COUNT, 2, 40.0, 120)
+    n = ORDERS_COUNT
+    reserved, rejected = run.answers["StockReserved"], run.answers["StockRejected"]
+    # Hop 1: every service applied every OrderCreated once.
+    for service in FLEET:
+        if service is not ORDERS:
+            assert run.stats[service.name].total == n, service.name
+    assert run.stats["points"][Outcome.PROCESSED] == n
+    # Inventory answered each order exactly once; orders applied each answer once.
+    assert (reserved + rejected, run.answered_orders) == (n, n)
+    assert reserved and rejected, "the demo's stock runs short for some orders"
+    assert (run.statuses["CONFIRMED"], run.statuses["CANCELLED"]) == (reserved, rejected)
+    # Payments: a confirmed order is paid, a cancelled one's payment is reconciled.
+    assert (run.final_statuses["PAID"], run.reconciled) == (reserved, rejected)
+    # A full redelivery to inventory: every copy dropped by its inbox, no answer again.
+    assert (run.replay[Outcome.DUPLICATE], run.answers_after_replay) == (n, n)
+    assert len(run.round_trip_ms) == n
+    _answers_name_their_orders_as_cause(stack, run.run)
+    _stock_is_conserved(stack, run.run)
+
+
+def _answers_name_their_orders_as_cause(stack: Endpoints, run: str) -> None:
+    """Each answer's causation id is its OrderCreated's event id, from the other
+    database; the trace id is carried along."""
+    like = (run + "-%",)
+    with psycopg.connect(ORDERS.dsn(stack.dsn)) as conn:
+        created = dict(
+            conn.execute(
+                "SELECT aggregate_id, event_id::text FROM outbox_event "
+                "WHERE event_type = 'OrderCreated' AND aggregate_id LIKE %s",
+                like,
+            ).fetchall()
+        )
+    with psycopg.connect(INVENTORY.dsn(stack.dsn)) as conn:
+        causes = dict(
+            conn.execute(
+                "SELECT aggregate_id, causation_id FROM outbox_event WHERE aggregate_id LIKE %s",
+                like,
+            ).fetchall()
+        )
+    assert causes == created
+
+
+def _stock_is_conserved(stack: Endpoints, run: str) -> None:
+    """What the shelf lost is what the run's reservations hold (stock is re-filled per run)."""
+    with psycopg.connect(INVENTORY.dsn(stack.dsn)) as conn:
+        reserved, booked = conn.execute(
+            "SELECT (SELECT sum(reserved) FROM stock), (SELECT sum(quantity) "
+            "FROM inventory_reservation WHERE order_id LIKE %s)",
+            (run + "-%",),
+        ).fetchone()  # type: ignore[misc]
+    assert reserved == booked
+
+
+def test_the_cli_reports_each_service_of_the_fleet(stack: Endpoints, deployed_fleet: None) -> None:
+    """`doctor` and `diff` over connectors/fleet/ check each service's own database and
+    say which service each line is about; a consume-only database holds no publication
+    and no slot."""
+    fleet_dir = str(fleet_specs()[0].source.parent)
+    doctor = CliRunner().invoke(cli, ["doctor", fleet_dir, "--json"])
+    rows = json.loads(doctor.output)
+    by_service: dict[str, dict[str, bool]] = {}
+    for row in rows:
+        by_service.setdefault(row["service"], {})[row["name"]] = row["ok"]
+    assert by_service["orders"]["publication"] and by_service["inventory"]["publication"]
+    assert by_service["orders"]["connector slot"] and by_service["inventory"]["connector slot"]
+    assert doctor.exit_code == 0, doctor.output
+    assert "in sync" in invoke("diff", fleet_dir).output
+    with psycopg.connect(stack.dsn) as conn:
+        slot_databases = {r[0] for r in conn.execute("SELECT database FROM pg_replication_slots")}
+    for service in FLEET:
+        with psycopg.connect(service.dsn(stack.dsn)) as conn:
+            publications = conn.execute("SELECT count(*) FROM pg_publication").fetchone()
+        assert (publications == (1,)) is service.produces, service.name
+        assert (service.name in slot_databases) is service.produces, service.name
