@@ -10,18 +10,27 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from psycopg.conninfo import make_conninfo
 from rich.console import Console
 from rich.live import Live
 
 from cdcbox.cli.common import Settings, settings, stop_on_signals
 from cdcbox.errors import ConfigError
 from cdcbox.observe.exporter import serve_exporter
-from cdcbox.observe.pipeline_state import Sources, read_state
+from cdcbox.observe.pipeline_state import ServiceDb, Sources, read_state
 from cdcbox.observe.top_view import frame
 
 
 def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--group` and `--consumer`, the filters `top` and `exporter` share."""
+    """`--service`, `--group` and `--consumer`, the options `top` and `exporter` share."""
+    command = click.option(
+        "--service",
+        "services",
+        multiple=True,
+        envvar="CDCBOX_SERVICES",
+        help="A service's database to read, NAME (the database NAME of --dsn's cluster) or "
+        "NAME=DSN (repeatable; CDCBOX_SERVICES: space-separated) [the one --dsn].",
+    )(command)
     command = click.option(
         "--consumer",
         "consumers",
@@ -36,9 +45,29 @@ def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
-def _sources(s: Settings, groups: tuple[str, ...], consumers: tuple[str, ...]) -> Sources:
+def service_databases(s: Settings, services: tuple[str, ...]) -> tuple[ServiceDb, ...]:
+    """`--service` values: NAME=DSN, or NAME for that database of --dsn's cluster."""
+    found = []
+    for value in services:
+        name, _, dsn = value.partition("=")
+        if not name:
+            raise ConfigError(f"--service {value!r}: expected NAME or NAME=DSN")
+        if not dsn:
+            if not s.dsn:
+                raise ConfigError(
+                    f"--service {name}: no DSN given and no --dsn / CDCBOX_DSN to take its "
+                    "cluster from (use NAME=DSN)"
+                )
+            dsn = make_conninfo(s.dsn, dbname=name)
+        found.append(ServiceDb(name, dsn))
+    return tuple(found)
+
+
+def _sources(
+    s: Settings, groups: tuple[str, ...], consumers: tuple[str, ...], services: tuple[str, ...]
+) -> Sources:
     """Every service the settings name; at least one must be named."""
-    if not (s.dsn or s.bootstrap_servers or s.connect_url):
+    if not (s.dsn or s.bootstrap_servers or s.connect_url or services):
         raise ConfigError(
             "nothing to read: set CDCBOX_DSN, CDCBOX_BOOTSTRAP_SERVERS or CDCBOX_CONNECT_URL "
             "(see `cdc-ctl stack env`)"
@@ -50,6 +79,7 @@ def _sources(s: Settings, groups: tuple[str, ...], consumers: tuple[str, ...]) -
         names=s.names,
         groups=groups,
         consumers=consumers,
+        services=service_databases(s, services),
     )
 
 
@@ -70,9 +100,11 @@ def top(
     interval: float,
     groups: tuple[str, ...],
     consumers: tuple[str, ...],
+    services: tuple[str, ...],
 ) -> None:
-    """Live view: outbox, slots, connectors, consumers' rates and consumer-group lag."""
-    sources = _sources(settings(ctx), groups, consumers)
+    """Live view: outbox, slots, connectors, consumers' rates and consumer-group lag;
+    with --service, each service's outbox and inbox, named."""
+    sources = _sources(settings(ctx), groups, consumers, services)
     # Not a terminal (a pipe, a file): wide enough that no column is cut.
     console = Console() if sys.stdout.isatty() else Console(width=160)
     previous = read_state(sources)
@@ -104,10 +136,12 @@ def exporter(
     metrics_port: int,
     groups: tuple[str, ...],
     consumers: tuple[str, ...],
+    services: tuple[str, ...],
 ) -> None:
     """Serve the pipeline's state (outbox, slots, connectors, inbox, group lag) to
-    Prometheus on /metrics, one fresh reading per scrape, until SIGTERM/SIGINT."""
-    sources = _sources(settings(ctx), groups, consumers)
+    Prometheus on /metrics, one fresh reading per scrape, until SIGTERM/SIGINT; with
+    --service, each service's outbox and inbox with a `service` label."""
+    sources = _sources(settings(ctx), groups, consumers, services)
     server = serve_exporter(sources, metrics_host, metrics_port)
     click.echo(f"exporter: serving http://{metrics_host}:{metrics_port}/metrics", err=True)
     stop = threading.Event()

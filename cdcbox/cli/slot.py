@@ -46,6 +46,7 @@ def slot_status(ctx: click.Context, warn_bytes: int, as_json: bool) -> None:
             [
                 (
                     s.name,
+                    s.database or "-",
                     s.plugin,
                     "active" if s.active else "inactive",
                     s.confirmed_flush_lsn,
@@ -54,7 +55,7 @@ def slot_status(ctx: click.Context, warn_bytes: int, as_json: bool) -> None:
                 )
                 for s in rows
             ],
-            ["slot", "plugin", "state", "confirmed_flush_lsn", "retained_bytes", ""],
+            ["slot", "database", "plugin", "state", "confirmed_flush_lsn", "retained_bytes", ""],
         )
     for s in over:
         click.echo(

@@ -10,7 +10,7 @@ its series absent, never as stale values.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from http.server import ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry
@@ -19,8 +19,6 @@ from prometheus_client.registry import Collector
 
 from cdcbox.observe.pipeline_state import OutboxState, PipelineState, Sources, read_state
 from cdcbox.telemetry.http_metrics import serve
-
-SOURCES = ("postgres", "kafka", "connect")
 
 
 class PipelineCollector(Collector):
@@ -34,55 +32,57 @@ class PipelineCollector(Collector):
 
 
 def metrics_of(state: PipelineState, sources: Sources) -> list[Metric]:
-    """`state` as metric families (a pure function: the unit tests feed it states)."""
+    """`state` as metric families (a pure function: the unit tests feed it states). With
+    several services, the outbox and inbox families carry a `service` label and each
+    database is a source of its own (`postgres/<service>`)."""
     up = GaugeMetricFamily("cdcbox_source_up", "1 when the source was read", labels=["source"])
-    configured = {
-        "postgres": sources.dsn is not None,
-        "kafka": sources.kafka is not None,
-        "connect": sources.connect is not None,
-    }
-    for source in SOURCES:
-        if configured[source]:
-            up.add_metric([source], 0.0 if source in state.errors else 1.0)
+    configured = [Sources.source_name(d) for d in sources.databases()]
+    configured += ["kafka"] if sources.kafka is not None else []
+    configured += ["connect"] if sources.connect is not None else []
+    for source in configured:
+        up.add_metric([source], 0.0 if source in state.errors else 1.0)
+    labelled = bool(sources.services)
+    read_postgres = any(Sources.source_name(d) not in state.errors for d in sources.databases())
     return [
         up,
-        *_outbox(state.outbox),
-        *_slots(state),
-        *_inbox(state),
+        *_outbox(state.outboxes, labelled),
+        *(_slots(state) if read_postgres else []),
+        *_inbox(state, labelled),
         *_connectors(state),
         *_lags(state),
     ]
 
 
-def _outbox(o: OutboxState | None) -> list[Metric]:
-    if o is None:
+def _gauge(name: str, documentation: str, labelled: bool, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        name, documentation, labels=(["service"] if labelled else []) + list(labels)
+    )
+
+
+def _outbox(outboxes: Sequence[OutboxState], labelled: bool) -> list[Metric]:
+    if not outboxes:
         return []
-    families: list[Metric] = [
-        GaugeMetricFamily(
-            "cdcbox_outbox_last_id", "Highest outbox id: its rate is the append rate", o.last_id
-        )
-    ]
-    if o.pending is not None and o.dead is not None:
-        rows = GaugeMetricFamily(
-            "cdcbox_outbox_rows", "Polling relay rows by state", labels=["state"]
-        )
-        rows.add_metric(["pending"], o.pending)
-        rows.add_metric(["dead"], o.dead)
-        families.append(rows)
-    if o.oldest_pending_s is not None:
-        families.append(
-            GaugeMetricFamily(
-                "cdcbox_outbox_oldest_pending_seconds",
-                "Age of the oldest row the polling relay has still to send",
-                o.oldest_pending_s,
-            )
-        )
-    return families
+    last_id = _gauge(
+        "cdcbox_outbox_last_id", "Highest outbox id: its rate is the append rate", labelled
+    )
+    rows = _gauge("cdcbox_outbox_rows", "Polling relay rows by state", labelled, "state")
+    oldest = _gauge(
+        "cdcbox_outbox_oldest_pending_seconds",
+        "Age of the oldest row the polling relay has still to send",
+        labelled,
+    )
+    for o in outboxes:
+        service = [o.service] if labelled else []
+        last_id.add_metric(service, o.last_id)
+        if o.pending is not None and o.dead is not None:
+            rows.add_metric([*service, "pending"], o.pending)
+            rows.add_metric([*service, "dead"], o.dead)
+        if o.oldest_pending_s is not None:
+            oldest.add_metric(service, o.oldest_pending_s)
+    return [family for family in (last_id, rows, oldest) if family.samples]
 
 
 def _slots(state: PipelineState) -> list[Metric]:
-    if state.outbox is None and not state.slots:  # PostgreSQL was not read
-        return []
     retained = GaugeMetricFamily(
         "cdcbox_slot_retained_wal_bytes", "WAL a replication slot holds", labels=["slot"]
     )
@@ -95,16 +95,19 @@ def _slots(state: PipelineState) -> list[Metric]:
     return [retained, active]
 
 
-def _inbox(state: PipelineState) -> list[Metric]:
+def _inbox(state: PipelineState, labelled: bool) -> list[Metric]:
     if not state.inbox:
         return []
-    inbox = GaugeMetricFamily(
+    inbox = _gauge(
         "cdcbox_inbox_rows",
         "Inbox rows by consumer and status (FAILED: dead-lettered)",
-        labels=["consumer", "status"],
+        labelled,
+        "consumer",
+        "status",
     )
     for count in state.inbox:
-        inbox.add_metric([count.consumer, count.status], count.rows)
+        service = [count.service] if labelled else []
+        inbox.add_metric([*service, count.consumer, count.status], count.rows)
     return [inbox]
 
 

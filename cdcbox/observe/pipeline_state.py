@@ -10,6 +10,7 @@ per-status counts, which scan the inbox: `cdc-ctl inbox purge` keeps it small.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import time
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from psycopg import sql
 
 from cdcbox.connect.client import ConnectClient, tasks_by_id
 from cdcbox.db import connect
-from cdcbox.errors import CdcboxError
+from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
 from cdcbox.migrate import recorded_relay_mode
 from cdcbox.names import DbNames
@@ -39,6 +40,7 @@ class OutboxState:
     pending: int | None = None
     dead: int | None = None
     oldest_pending_s: float | None = None
+    service: str = ""  # whose outbox ("": the one database of --dsn)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class InboxCount:
     consumer: str
     status: str  # PROCESSED, SKIPPED, FAILED (dead-lettered), RECEIVED
     rows: int
+    service: str = ""  # whose database ("": the one database of --dsn)
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,17 @@ class PartitionLag:
 
 
 @dataclass(frozen=True)
+class ServiceDb:
+    """One service's database, read for its outbox and inbox; `name` labels its lines."""
+
+    name: str
+    dsn: str
+
+
+@dataclass(frozen=True)
 class Sources:
-    """Where to read; a source left None is not read (and not an error)."""
+    """Where to read; a source left None is not read (and not an error). With
+    `services`, each service's database is read (and named) instead of `dsn`'s."""
 
     dsn: str | None = None
     kafka: KafkaSettings | None = None
@@ -81,6 +93,18 @@ class Sources:
     # as shell patterns (fnmatch); empty: all of them.
     groups: tuple[str, ...] = ()
     consumers: tuple[str, ...] = ()
+    services: tuple[ServiceDb, ...] = ()
+
+    def databases(self) -> tuple[ServiceDb, ...]:
+        """What PostgreSQL is read from: the services, else the one `dsn` (unnamed)."""
+        if self.services:
+            return self.services
+        return (ServiceDb("", self.dsn),) if self.dsn is not None else ()
+
+    @staticmethod
+    def source_name(database: ServiceDb) -> str:
+        """How `errors` and `cdcbox_source_up` name a database: postgres[/service]."""
+        return f"postgres/{database.name}" if database.name else "postgres"
 
 
 @dataclass(frozen=True)
@@ -89,7 +113,7 @@ class PipelineState:
     is in `errors`, never shown with stale values."""
 
     taken_at: float
-    outbox: OutboxState | None = None
+    outboxes: Sequence[OutboxState] = ()  # one per database that has an outbox
     slots: Sequence[SlotStatus] = ()
     inbox: Sequence[InboxCount] = ()
     connectors: Sequence[ConnectorState] = ()
@@ -100,24 +124,20 @@ class PipelineState:
 def read_state(sources: Sources) -> PipelineState:
     """Read every configured source once; see the module docstring."""
     errors: dict[str, str] = {}
-    outbox: OutboxState | None = None
-    slots: Sequence[SlotStatus] = ()
-    inbox: Sequence[InboxCount] = ()
+    outboxes: list[OutboxState] = []
+    slots: dict[str, SlotStatus] = {}  # per cluster: the same slot seen from each database
+    inbox: list[InboxCount] = []
     connectors: Sequence[ConnectorState] = ()
     lags: Sequence[PartitionLag] = ()
-    if sources.dsn is not None:
+    for database in sources.databases():
         try:
-            with connect(sources.dsn) as conn:
-                polling = recorded_relay_mode(conn, sources.names) == "polling"
-                outbox = read_outbox(conn, sources.names, polling)
-                inbox = [
-                    c
-                    for c in read_inbox(conn, sources.names)
-                    if matches(c.consumer, sources.consumers)
-                ]
-                slots = slot_status(conn)
+            with connect(database.dsn) as conn:
+                outbox, counts = read_database(conn, sources.names, database.name)
+                outboxes += [outbox] if outbox is not None else []
+                inbox += [c for c in counts if matches(c.consumer, sources.consumers)]
+                slots.update((s.name, s) for s in slot_status(conn))
         except (CdcboxError, psycopg.Error) as e:
-            errors["postgres"] = _one_line(e)
+            errors[Sources.source_name(database)] = _one_line(e)
     if sources.connect is not None:
         try:
             connectors = read_connectors(sources.connect)
@@ -128,7 +148,30 @@ def read_state(sources: Sources) -> PipelineState:
             lags = read_lags(sources.kafka, sources.groups)
         except CdcboxError as e:
             errors["kafka"] = _one_line(e)
-    return PipelineState(time.time(), outbox, slots, inbox, connectors, lags, errors)
+    ordered_slots = [slots[name] for name in sorted(slots)]
+    return PipelineState(time.time(), outboxes, ordered_slots, inbox, connectors, lags, errors)
+
+
+def read_database(
+    conn: psycopg.Connection[Any], names: DbNames, service: str
+) -> tuple[OutboxState | None, list[InboxCount]]:
+    """One database's outbox and inbox counts, each only where its table exists: a
+    consume-only database has no outbox, a produce-only one no inbox."""
+    present = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+        (f'"{names.schema}"."{names.outbox}"', f'"{names.schema}"."{names.inbox}"'),
+    ).fetchone()
+    has_outbox, has_inbox = present or (False, False)
+    if not (has_outbox or has_inbox):
+        raise UsageError(
+            f"schema {names.schema!r} has neither outbox nor inbox: run `cdc-ctl db migrate`"
+        )
+    outbox = None
+    if has_outbox:
+        polling = recorded_relay_mode(conn, names) == "polling"
+        outbox = dataclasses.replace(read_outbox(conn, names, polling), service=service)
+    counts = read_inbox(conn, names, service) if has_inbox else []
+    return outbox, counts
 
 
 def read_outbox(conn: psycopg.Connection[Any], names: DbNames, polling: bool) -> OutboxState:
@@ -153,13 +196,15 @@ def read_outbox(conn: psycopg.Connection[Any], names: DbNames, polling: bool) ->
     )
 
 
-def read_inbox(conn: psycopg.Connection[Any], names: DbNames) -> list[InboxCount]:
+def read_inbox(
+    conn: psycopg.Connection[Any], names: DbNames, service: str = ""
+) -> list[InboxCount]:
     rows = conn.execute(
         sql.SQL(
             "SELECT consumer_name, status, count(*) FROM {} GROUP BY 1, 2 ORDER BY 1, 2"
         ).format(names.table("inbox"))
     ).fetchall()
-    return [InboxCount(consumer, status, int(n)) for consumer, status, n in rows]
+    return [InboxCount(consumer, status, int(n), service) for consumer, status, n in rows]
 
 
 def read_connectors(client: ConnectClient) -> list[ConnectorState]:

@@ -48,34 +48,40 @@ def _count(n: int | None) -> str:
 
 
 def _outbox(current: PipelineState, previous: PipelineState | None, seconds: float) -> Table:
+    """One row per outbox read, led by its service when services are named."""
     table = Table(title="outbox", title_justify="left", expand=False)
+    named = any(o.service for o in current.outboxes)
+    if named:
+        table.add_column("service")
     for column in ("last id", "appended/s", "pending (polling)", "dead", "oldest pending"):
         table.add_column(column, justify="right")
-    o = current.outbox
-    if o is None:
-        table.add_row("-", "-", "-", "-", "-")
-        return table
-    before = previous.outbox.last_id if previous is not None and previous.outbox else None
-    oldest = "-" if o.oldest_pending_s is None else f"{o.oldest_pending_s:,.1f} s"
-    table.add_row(
-        f"{o.last_id:,}",
-        _rate(o.last_id, before, seconds),
-        _count(o.pending),
-        _count(o.dead),
-        oldest,
-    )
+    if not current.outboxes:
+        table.add_row(*["-"] * (6 if named else 5))
+    before = {o.service: o.last_id for o in previous.outboxes} if previous else {}
+    for o in current.outboxes:
+        oldest = "-" if o.oldest_pending_s is None else f"{o.oldest_pending_s:,.1f} s"
+        table.add_row(
+            *([o.service] if named else []),
+            f"{o.last_id:,}",
+            _rate(o.last_id, before.get(o.service), seconds),
+            _count(o.pending),
+            _count(o.dead),
+            oldest,
+        )
     return table
 
 
 def _slots(current: PipelineState) -> Table:
     table = Table(title="replication slots", title_justify="left")
     table.add_column("slot")
+    table.add_column("database")
     table.add_column("active")
     table.add_column("WAL retained", justify="right")
     table.add_column("wal_status")
     for slot in current.slots:
         table.add_row(
             slot.name,
+            slot.database or "-",
             "yes" if slot.active else Text("no", style="yellow"),
             f"{slot.retained_bytes / 1_048_576:,.1f} MiB",
             slot.wal_status or "-",
@@ -97,13 +103,17 @@ def _connectors(current: PipelineState) -> Table:
 
 def _consumers(current: PipelineState, previous: PipelineState | None, seconds: float) -> Table:
     table = Table(title="consumers (inbox)", title_justify="left")
+    named = any(row.service for row in current.inbox)
+    if named:
+        table.add_column("service")
     table.add_column("consumer")
     for column in ("processed", "processed/s", "skipped", "dead-lettered", "dead-lettered/s"):
         table.add_column(column, justify="right")
     now, before = _by_consumer(current), _by_consumer(previous) if previous else {}
-    for consumer, counts in sorted(now.items()):
-        was = before.get(consumer)
+    for (service, consumer), counts in sorted(now.items()):
+        was = before.get((service, consumer))
         table.add_row(
+            *([service] if named else []),
             consumer,
             f"{counts['PROCESSED']:,}",
             _rate(counts["PROCESSED"], was["PROCESSED"] if was else None, seconds),
@@ -114,10 +124,10 @@ def _consumers(current: PipelineState, previous: PipelineState | None, seconds: 
     return table
 
 
-def _by_consumer(state: PipelineState) -> dict[str, defaultdict[str, int]]:
-    counts: dict[str, defaultdict[str, int]] = {}
+def _by_consumer(state: PipelineState) -> dict[tuple[str, str], defaultdict[str, int]]:
+    counts: dict[tuple[str, str], defaultdict[str, int]] = {}
     for row in state.inbox:
-        counts.setdefault(row.consumer, defaultdict(int))[row.status] = row.rows
+        counts.setdefault((row.service, row.consumer), defaultdict(int))[row.status] = row.rows
     return counts
 
 

@@ -31,6 +31,7 @@ class SlotStatus:
     confirmed_flush_lsn: str | None
     retained_bytes: int
     wal_status: str | None
+    database: str | None = None  # the database a logical slot streams (None: physical)
 
 
 def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
@@ -39,7 +40,7 @@ def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
             "SELECT slot_name, plugin, slot_type, active, restart_lsn::text, "
             "confirmed_flush_lsn::text, "
             "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn), 0)::bigint, "
-            "wal_status FROM pg_replication_slots ORDER BY slot_name"
+            "wal_status, database FROM pg_replication_slots ORDER BY slot_name"
         ).fetchall()
     return [SlotStatus(*r) for r in rows]
 

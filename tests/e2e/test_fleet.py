@@ -18,6 +18,8 @@ from cdcbox.cli.main import cli
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.offsets import delete_forgetting_offsets
 from cdcbox.consumer import Outcome
+from cdcbox.observe.exporter import metrics_of
+from cdcbox.observe.pipeline_state import ServiceDb, Sources, read_state
 from cdcbox.stack.endpoints import Endpoints
 from consumer.demo import run_fleet
 from consumer.fleet import FLEET, INVENTORY, ORDERS, fleet_specs
@@ -146,3 +148,34 @@ def test_the_cli_reports_each_service_of_the_fleet(stack: Endpoints, deployed_fl
             publications = conn.execute("SELECT count(*) FROM pg_publication").fetchone()
         assert (publications == (1,)) is service.produces, service.name
         assert (service.name in slot_databases) is service.produces, service.name
+
+
+def test_top_and_the_exporter_read_every_service_and_name_it(
+    stack: Endpoints, deployed_fleet: None
+) -> None:
+    """`--service NAME` reads that database of the cluster: a producing service's outbox,
+    a consume-only service's inbox (it has no outbox, and that is not an error), each
+    line named; the slot status names each slot's database."""
+    run_fleet(stack.dsn, stack.bootstrap_servers, 4, 1, 0.0, 120)
+    names = ("orders", "inventory", "points")
+    by_name = {service.name: service for service in FLEET}
+    sources = Sources(services=tuple(ServiceDb(n, by_name[n].dsn(stack.dsn)) for n in names))
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in metrics_of(read_state(sources), sources)
+        for sample in family.samples
+    }
+    for name in names:
+        assert samples[("cdcbox_source_up", (("source", f"postgres/{name}"),))] == 1.0
+    outboxes = {labels for metric, labels in samples if metric == "cdcbox_outbox_last_id"}
+    assert outboxes == {(("service", "orders"),), (("service", "inventory"),)}
+    inbox_services = {
+        dict(labels)["service"] for metric, labels in samples if metric == "cdcbox_inbox_rows"
+    }
+    assert inbox_services == set(names)
+    top = invoke("top", "--once", "--interval", "0.2", *(f"--service={n}" for n in names))
+    rows = [line.replace("│", " ").split() for line in top.output.splitlines()]
+    assert {"orders", "inventory"} <= {row[0] for row in rows if len(row) > 1}
+    assert ["points", "points-service"] in [row[:2] for row in rows]
+    slots = json.loads(invoke("slot", "status", "--json").output)
+    assert {s["name"]: s["database"] for s in slots}["cdcbox_inventory"] == "inventory"

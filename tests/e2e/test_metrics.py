@@ -14,8 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 import requests
+from psycopg.conninfo import conninfo_to_dict
 
 from cdcbox import wire
+from cdcbox.connect.client import ConnectClient
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import Ports
@@ -52,10 +54,13 @@ def value(prometheus: str, expr: str) -> float | None:
 
 
 def test_prometheus_scrapes_a_consumer_debezium_and_the_exporter(
-    stack: Endpoints, prometheus: str, run_consumer: Any
+    stack: Endpoints, prometheus: str, run_consumer: Any, connect_client: ConnectClient
 ) -> None:
     aggregate_type, consumer = unique("order"), unique("c")
-    seen = 'debezium_postgres_totalnumberofeventsseen{context="streaming"}'
+    # The stack's connector's series only: other connectors (the demo fleet's) come
+    # and go, and their series with them.
+    server = (connect_client.config("cdcbox-outbox") or {})["topic.prefix"]
+    seen = f'debezium_postgres_totalnumberofeventsseen{{context="streaming",server="{server}"}}'
     eventually(lambda: value(prometheus, seen) is not None, timeout=30, what="Debezium scraped")
     before = value(prometheus, seen) or 0.0
     with psycopg.connect(stack.dsn) as conn, conn.transaction():
@@ -164,12 +169,14 @@ def test_top_shows_the_pipeline_as_it_is_and_the_readme_frame_is_one_of_its_fram
     handler = recording_handler(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer):
         eventually(lambda: count_effects(stack.dsn, consumer) == EVENTS, what="events applied")
-    text = top_once(stack, "--consumer", consumer, "--group", consumer)
+    # The stack's database read as a service, as the README's frame of the fleet is.
+    database = str(conninfo_to_dict(stack.dsn)["dbname"])
+    text = top_once(stack, "--consumer", consumer, "--group", consumer, "--service", database)
     topic = wire.topic_for(aggregate_type)
     (inbox_row,) = [
         cells(line) for line in text.splitlines() if f"│ {consumer} " in line and topic not in line
     ]
-    assert inbox_row[1] == str(EVENTS)  # processed
+    assert inbox_row[:3] == [database, consumer, str(EVENTS)]  # service, consumer, processed
     assert "cdcbox-outbox" in text and "0:RUNNING" in text
     assert "cdcbox_outbox" in text
     lags = [cells(line) for line in text.splitlines() if topic in line]

@@ -19,17 +19,20 @@ from cdcbox.observe.pipeline_state import (
     OutboxState,
     PartitionLag,
     PipelineState,
+    ServiceDb,
     Sources,
 )
 from cdcbox.observe.top_view import MAX_LAG_ROWS, frame
 from cdcbox.ops.slots import SlotStatus
 
-SLOT = SlotStatus("cdcbox_outbox", "pgoutput", "logical", True, "0/1", "0/1", 2_097_152, "reserved")
+SLOT = SlotStatus(
+    "cdcbox_outbox", "pgoutput", "logical", True, "0/1", "0/1", 2_097_152, "reserved", "shop"
+)
 
 
 def state(taken_at: float, last_id: int, processed: int, **overrides: object) -> PipelineState:
     values: dict[str, object] = {
-        "outbox": OutboxState(last_id),
+        "outboxes": [OutboxState(last_id)],
         "slots": [SLOT],
         "inbox": [
             InboxCount("inventory", "PROCESSED", processed),
@@ -71,7 +74,7 @@ def test_the_exporter_serves_each_reading_and_marks_an_unread_source_down() -> N
 
 
 def test_the_polling_backlog_is_exported_when_it_was_read() -> None:
-    polling = state(0, 5, 0, outbox=OutboxState(5, pending=3, dead=1, oldest_pending_s=9.5))
+    polling = state(0, 5, 0, outboxes=[OutboxState(5, pending=3, dead=1, oldest_pending_s=9.5)])
     text = exposition(metrics_of(polling, Sources(dsn="postgresql://x")))
     assert 'cdcbox_outbox_rows{state="pending"} 3.0' in text
     assert 'cdcbox_outbox_rows{state="dead"} 1.0' in text
@@ -103,3 +106,30 @@ def test_top_names_a_source_it_could_not_read_and_caps_the_lag_table() -> None:
     assert f"the {MAX_LAG_ROWS} furthest behind of {MAX_LAG_ROWS + 5} partitions" in text
     assert f"g{MAX_LAG_ROWS + 4}" in text  # the furthest behind is shown
     assert " g0 " not in text  # the least behind is not
+
+
+def test_with_services_each_database_is_a_source_and_its_lines_are_named() -> None:
+    """A fleet: the outbox and inbox families carry the service, each database is up or
+    down on its own, and top leads those rows with the service."""
+    services = (ServiceDb("orders", "postgresql://x/orders"), ServiceDb("points", "p"))
+    reading = state(
+        0,
+        0,
+        0,
+        outboxes=[OutboxState(7, service="orders")],
+        inbox=[InboxCount("points-service", "PROCESSED", 3, service="points")],
+        errors={"postgres/points": "connection refused"},
+    )
+    text = exposition(metrics_of(reading, Sources(services=services)))
+    assert 'cdcbox_source_up{source="postgres/orders"} 1.0' in text
+    assert 'cdcbox_source_up{source="postgres/points"} 0.0' in text
+    assert 'cdcbox_outbox_last_id{service="orders"} 7.0' in text
+    assert (
+        'cdcbox_inbox_rows{consumer="points-service",service="points",status="PROCESSED"}' in text
+    )
+    assert 'slot="cdcbox_outbox"' in text  # slots are the cluster's, read from orders
+    frame_text = render(reading)
+    assert any(
+        line.split()[:2] == ["orders", "7"] for line in frame_text.replace("│", " ").splitlines()
+    ), frame_text
+    assert "points-service" in frame_text and "shop" in frame_text
