@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from cdcbox.consumer import AsyncHandler, Event, Handler
+from cdcbox.consumer import AsyncHandler, Event, Handler, NewEvent
 
 
 class EffectHandler(Handler):
@@ -52,6 +52,28 @@ class LedgerHandler(Handler):
             "INSERT INTO fault_effect (consumer_name, event_id, aggregate_id, n) "
             "VALUES (%s, %s, %s, %s)",
             (self.consumer_name, event.event_id, event.aggregate_id, event.payload["n"]),
+        )
+
+
+class AnsweringHandler(LedgerHandler):
+    """The first hop of the two-hop ledger (inventory answering orders): LedgerHandler's
+    effect and, in the same transaction, an answer emitted from this service's outbox:
+    aggregate type FAULT_ANSWER_TYPE, the same aggregate, version and write sequence."""
+
+    answer_type = os.environ.get("FAULT_ANSWER_TYPE", "fault-answer")
+
+    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        super().handle(event, conn)
+        self.emit(
+            conn,
+            event,
+            NewEvent(
+                self.answer_type,
+                event.aggregate_id,
+                "Changed",
+                {"n": event.payload["n"]},
+                aggregate_version=event.aggregate_version,
+            ),
         )
 
 

@@ -197,6 +197,52 @@ def compute(
     return ledger
 
 
+def compute_chain(
+    scenario: str,
+    *,
+    dsn: str,
+    bootstrap_servers: str,
+    first_type: str,
+    second_type: str,
+    consumer: str,
+    rolled_back: set[uuid.UUID],
+    safeguard_off: str = "",
+) -> Ledger:
+    """The second hop, counted per first-hop event (its cause): every committed event of
+    `first_type` must lead to exactly one effect of `consumer`, through one answer of
+    `second_type` emitted by the first hop's handler. An answer emitted twice (with its
+    own event id each time, so no inbox downstream can tell) shows as a double effect."""
+    causes = committed_events(dsn, first_type)
+    with psycopg.connect(dsn) as conn:
+        answers: dict[uuid.UUID, uuid.UUID] = dict(
+            conn.execute(
+                "SELECT event_id, causation_id::uuid FROM outbox_event WHERE aggregate_type = %s",
+                (second_type,),
+            ).fetchall()
+        )
+    delivered = [
+        str(answers.get(uuid.UUID(answer_id), answer_id))
+        for answer_id in delivered_ids(bootstrap_servers, wire.topic_for(second_type))
+    ]
+    effects = [(answers[e], a, n) for e, a, n in effect_rows(dsn, consumer) if e in answers]
+    applied = {cause for cause, _, _ in effects}
+    ledger = Ledger(
+        scenario=scenario,
+        committed=len(causes),
+        delivered=len(delivered),
+        duplicates=len(delivered) - len(set(delivered)),
+        applied=len(applied),
+        double_effects=len(effects) - len(applied),
+        lost=len(set(causes) - applied),
+        order_violations=order_violations(effects),
+        rolled_back_seen=len(rolled_back & set(answers.values())),
+        max_stall_s=max_stall_s(dsn, consumer),
+        safeguard_off=safeguard_off,
+    )
+    ledger.record()
+    return ledger
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """The ledger as a Markdown table, one row per scenario run."""
     head = [*COLUMNS, "exact"]

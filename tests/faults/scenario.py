@@ -177,8 +177,7 @@ class Scenario:
     ) -> ledger.Ledger:
         """Stream `before` transactions, inject `fault`, stream `after` more, stop
         writing, settle, count."""
-        self.group.start(self.consumers)
-        self.relay.start(self.relays)
+        self.start_processes()
         try:
             with Writers(
                 self.stack.dsn,
@@ -196,10 +195,24 @@ class Scenario:
                 self.stream_on(after)
             self.settle()
         finally:
-            self.relay.stop()
-            self.group.stop()
+            self.stop_processes()
+        return self.count()
+
+    def start_processes(self) -> None:
+        self.group.start(self.consumers)
+        self.relay.start(self.relays)
+
+    def stop_processes(self) -> None:
+        self.relay.stop()
+        self.group.stop()
+
+    @property
+    def ledger_name(self) -> str:
+        return self.name
+
+    def count(self) -> ledger.Ledger:
         return ledger.compute(
-            self.name,
+            self.ledger_name,
             dsn=self.stack.dsn,
             bootstrap_servers=self.stack.bootstrap_servers,
             aggregate_type=self.aggregate_type,
@@ -237,6 +250,69 @@ class Scenario:
             if self.relays and not self.relay.running():
                 self.relay.start(1)
             time.sleep(0.5)
+
+
+@dataclass
+class TwoHopScenario(Scenario):
+    """A chain of two services over the WAL twice: the writers' events (orders) are
+    applied by `group` (inventory), whose handler answers each from its outbox in the
+    same transaction; the answers reach Kafka through the same connector and are applied
+    by `second` (orders again). Faults hit the first hop's consumers and Connect; the
+    ledger is counted at both hops (`chain`: per first-hop event)."""
+
+    second_consumers: int = 1
+    handler: str = "tests.faults.handlers:AnsweringHandler"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.answer_type = self.aggregate_type + "-answer"
+        self.group.env["FAULT_ANSWER_TYPE"] = self.answer_type
+        self.second_consumer = unique("hop2")
+        self.second = consumer_group(
+            self.stack, self.tmp_path, self.answer_type, self.second_consumer
+        )
+        self.chain: ledger.Ledger | None = None
+
+    @property
+    def ledger_name(self) -> str:
+        return f"{self.name}: hop 1"
+
+    def start_processes(self) -> None:
+        super().start_processes()
+        self.second.start(self.second_consumers)
+
+    def stop_processes(self) -> None:
+        self.second.stop()
+        super().stop_processes()
+
+    def settle(self) -> None:
+        """Both hops: every committed event applied, then every answer applied."""
+        super().settle()
+        deadline = time.monotonic() + self.settle_timeout_s
+        while time.monotonic() < deadline:
+            answers = set(ledger.committed_events(self.stack.dsn, self.answer_type))
+            hop_one = ledger.applied_ids(self.stack.dsn, self.consumer)
+            if len(answers) >= len(hop_one) and answers <= ledger.applied_ids(
+                self.stack.dsn, self.second_consumer
+            ):
+                return
+            if not self.second.running():
+                self.second.start(1)
+            time.sleep(0.5)
+
+    def count(self) -> ledger.Ledger:
+        first = super().count()
+        self.chain = ledger.compute_chain(
+            f"{self.name}: hop 2, per hop-1 event",
+            dsn=self.stack.dsn,
+            bootstrap_servers=self.stack.bootstrap_servers,
+            first_type=self.aggregate_type,
+            second_type=self.answer_type,
+            consumer=self.second_consumer,
+            rolled_back=self.writers.rolled_back,
+            safeguard_off=self.safeguard_off,
+        )
+        return first
 
 
 def assert_exact(result: ledger.Ledger, scenario: Scenario) -> None:
