@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,6 +110,9 @@ class StackConfig:
     # `stack up --with-metrics`: Prometheus (Debian's package), the pipeline exporter and
     # the JMX exporter agent in every Connect worker (cdcbox.stack.metrics).
     with_metrics: bool = False
+    # PostgreSQL server settings over the stack's own (cdcbox.stack.postgres): a cluster
+    # shaped like a managed one, e.g. {"wal_level": "replica"} for a consume-only test.
+    postgres_settings: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):

@@ -79,6 +79,7 @@ class NativePostgres:
             f"-c {k}={v}"
             for k, v in {
                 **SERVER_SETTINGS,
+                **self.config.postgres_settings,
                 "port": str(self.config.ports.postgres),
                 "listen_addresses": self.config.host,
                 "unix_socket_directories": str(self.socket_dir),

@@ -123,10 +123,7 @@ class Harness:
         self._offsets: dict[str, itertools.count[int]] = {}
         outbox = names.table("outbox")
         self._outbox_ids = sql.SQL("SELECT id FROM {} WHERE id > %s ORDER BY id").format(outbox)
-        conn = self.connection()
-        with conn.transaction():
-            last = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(outbox)).fetchone()
-        self._outbox_start = (last[0] if last else None) or 0
+        self._outbox_start = self._last_outbox_id()
 
     def record(self, event: NewEvent, *, partition: int = 0) -> Record:
         """`event` as the relays would publish it (its event id fixed once chosen)."""
@@ -155,11 +152,24 @@ class Harness:
         """What was appended to the outbox of `names` since the harness started (what its
         handlers emitted with `Handler.emit` and committed), in order, as the relays
         would publish it: feed them to the next service's harness."""
+        if self._outbox_start is None:
+            return []  # a consume-only database: no outbox, nothing emitted
         conn = self.connection()
         with conn.transaction():
             ids = [row[0] for row in conn.execute(self._outbox_ids, (self._outbox_start,))]
             rows = RelayStore(self._names).rows_by_id(conn, ids)
         return [self._delivered(to_record(rows[i])) for i in ids]
+
+    def _last_outbox_id(self) -> int | None:
+        """The outbox's highest id now (0 when empty), None when there is no outbox."""
+        conn = self.connection()
+        with conn.transaction():
+            qualified = f'"{self._names.schema}"."{self._names.outbox}"'
+            if conn.execute("SELECT to_regclass(%s)", (qualified,)).fetchone() == (None,):
+                return None
+            outbox = self._names.table("outbox")
+            last = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(outbox)).fetchone()
+        return (last[0] if last else None) or 0
 
     def _delivered(self, published: KafkaRecord, partition: int = 0) -> Record:
         offsets = self._offsets.setdefault(published.topic, itertools.count())

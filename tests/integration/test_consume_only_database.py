@@ -5,8 +5,11 @@ pinning WAL. The consumer's real pipeline then applies events on it. Real Postgr
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -18,6 +21,10 @@ from cdcbox.consumer import Event, Handler, Outcome
 from cdcbox.migrate import PARTS, discover, migrate
 from cdcbox.names import DbNames
 from cdcbox.producer import NewEvent
+from cdcbox.resources import resource_dir
+from cdcbox.stack.config import Ports, StackConfig
+from cdcbox.stack.postgres import NativePostgres
+from cdcbox.stack.secrets import StackSecrets
 from cdcbox.testing import Harness
 from tests.helpers import login_role, unique
 
@@ -116,3 +123,77 @@ def test_a_consumer_runs_on_a_consume_only_database(
         paid = NewEvent("order", "o1", "OrderPaid", {}, 1)
         assert harness.send(paid) == {Outcome.PROCESSED: 1}
     assert applied == ["o1"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def replica_cluster(tmp_path: Path) -> Iterator[str]:
+    """A PostgreSQL cluster of its own running `wal_level=replica` (no logical decoding,
+    as a consume-only service's managed database may run), started for this test and
+    stopped by its postmaster's pid; its superuser's DSN."""
+    config = StackConfig(
+        state_dir=tmp_path / "cluster",
+        cache_dir=tmp_path / "cache",
+        infra_dir=resource_dir("infra"),
+        ports=Ports(postgres=free_port()),
+        database="points",
+        service_databases=(),
+        postgres_settings={"wal_level": "replica"},
+    )
+    secrets = StackSecrets(config.state_dir / "secrets")
+    secrets.ensure(config.host, config.ports.postgres)
+    server = NativePostgres(config, secrets)
+    server.start()
+    try:
+        password = quote(secrets.superuser_password(), safe="")
+        yield f"postgresql://postgres:{password}@{config.host}:{config.ports.postgres}/points"
+    finally:
+        server.stop()
+        server.purge()
+
+
+def test_a_consume_only_database_with_wal_level_replica_is_migrated_by_an_ordinary_role(
+    replica_cluster: str,
+) -> None:
+    """What `--only inbox` promises, on the server setting it is for: no logical WAL
+    needed. A producer's full migration there fails with one line naming wal_level."""
+    with psycopg.connect(replica_cluster) as conn:
+        assert conn.execute("SHOW wal_level").fetchone() == ("replica",)
+    names = DbNames(schema="points")
+    with login_role(replica_cluster, "points") as (role, role_dsn):
+        with psycopg.connect(replica_cluster, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("CREATE SCHEMA points AUTHORIZATION {}").format(sql.Identifier(role))
+            )
+        migrated = CliRunner().invoke(
+            cli, ["--dsn", role_dsn, "--schema", "points", "db", "migrate", "--only", "inbox"]
+        )
+        assert migrated.exit_code == 0, migrated.output
+        assert "applied 0002_inbox" in migrated.output
+        assert producer_objects(replica_cluster, names) == (0, 0, False, True)
+        assert slot_names(replica_cluster) == set()
+        with Harness(role_dsn, [points_handler()], names=names) as harness:
+            assert harness.send(NewEvent("order", "o1", "OrderPaid", {}, 1)) == {
+                Outcome.PROCESSED: 1
+            }
+    producer = CliRunner().invoke(cli, ["--dsn", replica_cluster, "db", "migrate"])
+    assert producer.exit_code != 0
+    assert "wal_level" in producer.output and "Traceback" not in producer.output
+    assert len(producer.output.strip().splitlines()) == 1, producer.output
+
+
+def points_handler() -> Handler:
+    class Points(Handler):
+        consumer_name = "points-service"
+        aggregate_types = ("order",)
+        event_types = frozenset({"OrderPaid"})
+
+        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+            conn.execute("SELECT 1")
+
+    return Points()
