@@ -1,5 +1,6 @@
-"""An event as a consumer sees it, and decoding a Kafka record of the wire contract
-(`cdcbox.wire`) into one.
+"""An event as a consumer sees it, and decoding a Kafka record into one: a record of
+cdcbox's wire contract (`cdcbox.wire`), or of any producer using Debezium's Outbox Event
+Router, as its `WireFormat` names the parts.
 
 A record that cannot be decoded raises `PoisonRecord` with the reason; the consumer sends
 it to the dead-letter topic at once rather than retrying what can never succeed. When
@@ -41,12 +42,20 @@ class Event:
     offset: int
     # The id of the event whose handler appended this one (None: not caused by one).
     causation_id: str | None = None
+    # The event id as the record carries it, when it is not a UUID (a producer whose id
+    # column is of another type): `event_id` is then its uuid5, the inbox's key.
+    source_event_id: str | None = None
+
+    @property
+    def id_text(self) -> str:
+        """The event id as its producer wrote it: what logs and operators see."""
+        return self.source_event_id or str(self.event_id)
 
     @property
     def log_extra(self) -> dict[str, str]:
         """The same as fields of the log record (`extra=`), for JSON logs."""
         return {
-            "event_id": str(self.event_id),
+            "event_id": self.id_text,
             "aggregate_type": self.aggregate_type,
             "aggregate_id": self.aggregate_id,
             "trace_id": self.trace_id or "",
@@ -59,7 +68,7 @@ class Event:
         emitted it, the event that caused it."""
         caused_by = f", caused by {self.causation_id}" if self.causation_id else ""
         return (
-            f"{self.event_id} (aggregate {self.aggregate_type}/{self.aggregate_id}, "
+            f"{self.id_text} (aggregate {self.aggregate_type}/{self.aggregate_id}, "
             f"trace {self.trace_id or '-'}{caused_by})"
         )
 
@@ -82,7 +91,12 @@ def header(record: ConsumedRecord, name: str) -> bytes | None:
     return next((v for k, v in (record.headers or []) if k == name), None)
 
 
-def _text(headers: dict[str, bytes | None], name: str, required: bool) -> str | None:
+def _text(
+    headers: dict[str, bytes | None], names: str | tuple[str, ...], required: bool
+) -> str | None:
+    """The first of `names` the record carries, as text."""
+    candidates = (names,) if isinstance(names, str) else names
+    name = next((n for n in candidates if headers.get(n) is not None), candidates[0])
     raw = headers.get(name)
     if raw is None:
         if required:
@@ -104,7 +118,11 @@ PayloadDecoder = Callable[[str, str, bytes], Any]  # (content type, event type, 
 
 
 def decode_payload(content_type: str, event_type: str, value: bytes) -> Any:
-    """JSON becomes Python data; anything else stays bytes (see `cdcbox.avro` for Avro)."""
+    """JSON becomes Python data; anything else stays bytes (see `cdcbox.avro` for Avro).
+    A record without a content type (a producer that is not cdcbox) is read as the
+    Outbox Event Router may deliver it: expanded JSON, a JSON document inside a JSON
+    string (the router's default for a `jsonb` payload), JsonConverter's schema envelope,
+    or bytes that are not JSON, handed over as they are."""
     if content_type == wire.CONTENT_TYPE_AVRO:
         raise PoisonRecord("Avro payload, but this consumer has no schema catalogue")
     if content_type == wire.CONTENT_TYPE_JSON:
@@ -112,19 +130,55 @@ def decode_payload(content_type: str, event_type: str, value: bytes) -> Any:
             return json.loads(value)
         except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
             raise PoisonRecord(f"value is not valid JSON: {e}") from e
+    if content_type == "":
+        return _foreign_payload(value)
     return value
 
 
-def decode(record: ConsumedRecord, payload_decoder: PayloadDecoder = decode_payload) -> Event:
+def _foreign_payload(value: bytes) -> Any:
+    try:
+        payload = json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    if isinstance(payload, dict) and set(payload) == {"schema", "payload"}:
+        payload = payload["payload"]  # JsonConverter with schemas.enable (its default)
+    if isinstance(payload, str) and payload[:1] in ("{", "["):
+        try:
+            return json.loads(payload)
+        except (ValueError, RecursionError):
+            return payload
+    return payload
+
+
+def event_id_of(raw_id: str) -> tuple[uuid.UUID, str | None]:
+    """The inbox's key for an event id as a record carries it, and the id's own text
+    when it is not a UUID (its uuid5 then: every copy maps to the same key)."""
+    try:
+        return uuid.UUID(raw_id), None
+    except ValueError:
+        return uuid.uuid5(wire.FOREIGN_ID_NAMESPACE, raw_id), raw_id
+
+
+def decode(
+    record: ConsumedRecord,
+    payload_decoder: PayloadDecoder = decode_payload,
+    fmt: wire.WireFormat = wire.DEFAULT_FORMAT,
+) -> Event:
     """Turn a kafka-python ConsumerRecord into an Event, or raise PoisonRecord."""
     headers = headers_of(record)
-    raw_id = _text(headers, wire.HEADER_EVENT_ID, required=True)
-    try:
-        event_id = uuid.UUID(raw_id)
-    except (TypeError, ValueError) as e:
-        raise PoisonRecord(f"header 'id' is not a UUID: {raw_id!r}") from e
-    event_type = _text(headers, wire.HEADER_EVENT_TYPE, required=True)
-    aggregate_type = _text(headers, wire.HEADER_AGGREGATE_TYPE, required=True)
+    raw_id = _text(headers, fmt.event_id, required=True) or ""
+    if not raw_id.strip():
+        raise PoisonRecord(f"header {fmt.event_id!r} (the event id) is empty")
+    event_id, source_event_id = event_id_of(raw_id)
+    event_type = _text(headers, fmt.event_type, required=False) or fmt.default_event_type or ""
+    aggregate_type = _text(headers, fmt.aggregate_type, required=False) or (
+        fmt.aggregate_type_of(record.topic)
+    )
+    if not aggregate_type:
+        raise PoisonRecord(
+            f"no aggregate type: no header {fmt.aggregate_type[0]!r} and the topic "
+            f"{record.topic!r} does not match {fmt.topic_pattern!r}"
+        )
     key = record.key
     if key is None:
         raise PoisonRecord("record has no key (the aggregate id)")
@@ -132,46 +186,67 @@ def decode(record: ConsumedRecord, payload_decoder: PayloadDecoder = decode_payl
         raise PoisonRecord(
             "the key (the aggregate id) holds a NUL byte, which PostgreSQL cannot store"
         )
-    version_text = _text(headers, wire.HEADER_AGGREGATE_VERSION, required=False)
-    try:
-        version = int(version_text) if version_text else None
-        version = version or None  # 0 is the contract's "unversioned"
-    except ValueError as e:
-        raise PoisonRecord(f"header 'aggregate_version' is not an integer: {version_text!r}") from e
-    if version is not None and not 0 < version <= MAX_VERSION:
-        raise PoisonRecord(
-            f"header 'aggregate_version' is {version}, outside 0..{MAX_VERSION} (a bigint)"
-        )
-    occurred_text = _text(headers, wire.HEADER_OCCURRED_AT, required=False)
+    version = _version(_text(headers, fmt.aggregate_version, required=False))
+    occurred_text = _text(headers, fmt.occurred_at, required=False)
     try:
         occurred_at = datetime.fromisoformat(occurred_text) if occurred_text else None
     except ValueError as e:
         raise PoisonRecord(f"header 'occurred_at' is not ISO-8601: {occurred_text!r}") from e
+    has_content_type = any(headers.get(n) is not None for n in fmt.content_type)
     content_type = (
-        _text(headers, wire.HEADER_CONTENT_TYPE, required=False) or wire.CONTENT_TYPE_JSON
+        _text(headers, fmt.content_type, required=False) or wire.CONTENT_TYPE_JSON
+        if has_content_type
+        else ""  # a producer that names none: see decode_payload
     )
     value = bytes(record.value or b"")
+    aggregate_id = key.decode(errors="replace")
+    if not content_type and len(key) > 1 and key[:1] == key[-1:] == b'"':
+        aggregate_id = _json_string(aggregate_id)  # a key through JsonConverter: "42"
 
     def event_with(payload: Any) -> Event:
         return Event(
             event_id=event_id,
-            event_type=event_type or "",
-            aggregate_type=aggregate_type or "",
-            aggregate_id=key.decode(errors="replace"),
+            event_type=event_type,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
             aggregate_version=version,
             occurred_at=occurred_at,
-            trace_id=_text(headers, wire.HEADER_TRACEPARENT, required=False) or None,
+            trace_id=_text(headers, fmt.traceparent, required=False) or None,
             content_type=content_type,
             payload=payload,
             value=value,
             topic=record.topic,
             partition=record.partition,
             offset=record.offset,
-            causation_id=_text(headers, wire.HEADER_CAUSATION_ID, required=False) or None,
+            causation_id=_text(headers, fmt.causation_id, required=False) or None,
+            source_event_id=source_event_id,
         )
 
     try:
-        payload = payload_decoder(content_type, event_type or "", value)
+        payload = payload_decoder(content_type, event_type, value)
     except PoisonRecord as e:
         raise UndecodablePayload(str(e), event_with(None)) from e
     return event_with(payload)
+
+
+def _json_string(text: str) -> str:
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return text
+    return decoded if isinstance(decoded, str) else text
+
+
+def _version(text: str | None) -> int | None:
+    """The aggregate version a header carries: None when absent or 0 (unversioned)."""
+    try:
+        version = int(text) if text else None
+    except ValueError as e:
+        raise PoisonRecord(f"header 'aggregate_version' is not an integer: {text!r}") from e
+    if not version:
+        return None  # 0 is the contract's "unversioned"
+    if not 0 < version <= MAX_VERSION:
+        raise PoisonRecord(
+            f"header 'aggregate_version' is {version}, outside 0..{MAX_VERSION} (a bigint)"
+        )
+    return version

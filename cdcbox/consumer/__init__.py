@@ -13,8 +13,10 @@ from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.event import Event
 from cdcbox.producer.outbox import NewEvent
+from cdcbox.wire import ANY_EVENT_TYPE, WireFormat
 
 __all__ = [
+    "ANY_EVENT_TYPE",
     "AsyncHandler",
     "Consumer",
     "ConsumerConfig",
@@ -27,4 +29,5 @@ __all__ = [
     "RetryLater",
     "RetryPolicy",
     "SkipEvent",
+    "WireFormat",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.handler import Handler
@@ -42,7 +43,11 @@ def dispatch_table(handlers: Sequence[Handler]) -> dict[str, tuple[Handler, ...]
             raise ConfigError(f"{cls.__name__}: an AsyncHandler cannot be pipelined")
         event_types = getattr(handler, "event_types", None)
         if not event_types:
-            raise ConfigError(f"{cls.__name__}.event_types is empty")
+            raise ConfigError(
+                f"{cls.__name__}.event_types is empty: name the types it takes, "
+                f"{{{wire.ANY_EVENT_TYPE!r}}} for every event of its topics, and for a "
+                "producer that sends no type, wire_format = WireFormat(default_event_type=...)"
+            )
         for event_type in event_types:
             table[event_type] = (*table.get(event_type, ()), handler)
     return table

@@ -24,6 +24,7 @@ class Handler:
 
     `handle` runs inside the consumer's transaction on `conn`: write your change with it,
     never commit or roll back yourself. Raise any exception to have the record retried.
+    `event_types = {ANY_EVENT_TYPE}` takes every event of its topics, typed or not.
     """
 
     consumer_name: ClassVar[str]
@@ -42,6 +43,9 @@ class Handler:
     pipelined: ClassVar[bool] = False
     # Where `emit` appends. None: the consumer binds its own schema's outbox at start.
     outbox: Outbox | None = None
+    # Where its producer's records carry each part of an event. The default reads cdcbox's
+    # contract and Debezium's Outbox Event Router as documented; see `wire.WireFormat`.
+    wire_format: ClassVar[wire.WireFormat] = wire.DEFAULT_FORMAT
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         raise NotImplementedError
@@ -73,7 +77,11 @@ class Handler:
 
     @classmethod
     def subscribed_topics(cls) -> tuple[str, ...]:
-        return tuple(cls.topics) + tuple(wire.topic_for(a) for a in cls.aggregate_types)
+        return tuple(cls.topics) + tuple(cls.wire_format.topic(a) for a in cls.aggregate_types)
+
+    def takes(self, event_type: str) -> bool:
+        """Whether this handler applies events of `event_type` ("" : untyped)."""
+        return event_type in self.event_types or wire.ANY_EVENT_TYPE in self.event_types
 
 
 class NoHandler(Handler):

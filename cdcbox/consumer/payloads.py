@@ -25,7 +25,7 @@ def check_payload_types(owner: str, types: Mapping[str, type], event_types: Any)
     """Refused at start: a type for an event type the handler does not take, or a type
     that is neither a dataclass nor a pydantic model."""
     for event_type, payload_type in types.items():
-        if event_type not in event_types:
+        if event_type not in event_types and "*" not in event_types:
             raise ConfigError(
                 f"{owner}.payload_types names {event_type!r}, which is not in its event_types"
             )

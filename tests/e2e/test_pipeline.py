@@ -75,6 +75,7 @@ def test_committed_event_reaches_handler_once_with_every_header(
         "occurred_at",
         "traceparent",
         "content-type",
+        "causation_id",
     ]
     header = dict(record.headers)
     assert header["id"] == str(event_id).encode()

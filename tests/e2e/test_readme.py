@@ -21,7 +21,7 @@ from cdcbox.event import decode
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
-from cdcbox.testing import Harness, migrated_schema
+from cdcbox.testing import Harness, Record, migrated_schema
 from consumer.orders import SCHEMA
 from tests.helpers import eventually, unique
 
@@ -212,3 +212,40 @@ def test_readme_handler_that_produces_runs_as_written(stack: Endpoints) -> None:
     ]
     assert [a.causation_id for a in answers] == [str(decode(r).event_id) for r in records]
     assert stock == {"a": 3, "b": 0}  # o-2 reserved nothing: its savepoint rolled back
+
+
+def test_readme_foreign_handler_reads_its_producers_records(stack: Endpoints) -> None:
+    """The README's handler for another producer's records, through the real pipeline:
+    its header names and topic pattern are what it subscribes to and decodes with."""
+    (block,) = [b for b in python_blocks() if "class ShipmentEvents(Handler):" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "README.md (foreign producer)", "exec"), namespace)  # noqa: S102
+    handler = namespace["ShipmentEvents"]()
+    assert handler.subscribed_topics() == ("shipment.events",)
+    schema = unique("readme_foreign")
+    names = DbNames(schema=schema)
+    dsn = f"{stack.dsn}?options={quote(f'-c search_path={schema},public')}"
+    migrated_schema(dsn, names, "cdc")
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute(SCHEMA.read_text())
+        conn.execute(
+            "INSERT INTO orders (order_id, customer_id, total_cents) VALUES ('o-5', 'c', 1)"
+        )
+    record = Record(
+        "shipment.events", 0, 0, b"s-1", b'{"orderId": "o-5"}',
+        [("eventId", b"dispatch-1"), ("type", b"ShipmentDispatched"), ("version", b"1")],
+    )  # fmt: skip
+    try:
+        with Harness(dsn, [handler], names=names) as harness:
+            assert harness.send(record, record) == Counter(
+                {Outcome.PROCESSED: 1, Outcome.DUPLICATE: 1}
+            )
+        with psycopg.connect(dsn) as conn:
+            status = conn.execute("SELECT status FROM orders WHERE order_id = 'o-5'").fetchone()
+        assert status == ("SHIPPED",)
+    finally:
+        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            conn.execute(
+                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
+            )

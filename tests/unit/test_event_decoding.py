@@ -49,8 +49,12 @@ def test_decodes_every_field() -> None:
     ("record", "reason"),
     [
         (a_record(headers=headers(id=None)), "missing header 'id'"),
-        (a_record(headers=headers(id=b"not-a-uuid")), "not a UUID"),
-        (a_record(headers=headers(event_type=None)), "missing header 'event_type'"),
+        (a_record(headers=headers(id=b"  ")), "header 'id' \\(the event id\\) is empty"),
+        (
+            a_record(headers=headers(aggregate_type=None), topic="orders"),
+            "no aggregate type: no header 'aggregate_type' and the topic 'orders' does not "
+            "match 'outbox.event.{aggregate_type}'",
+        ),
         (a_record(headers=headers(aggregate_version=b"v3")), "not an integer"),
         (a_record(headers=headers(occurred_at=b"yesterday")), "not ISO-8601"),
         (a_record(value=b"{not json", headers=headers()), "not valid JSON"),

@@ -181,7 +181,7 @@ class DeadLetterStep:
             event.log_fields if event else _record_id(record),
             type(error).__name__,
             error,
-            extra=event.log_extra if event else None,
+            extra=event.log_extra if event else {"event_id": _record_id(record)},
         )
 
 

@@ -97,9 +97,11 @@ class Router:
         self.handlers = handlers
         self.catalogue = catalogue
         self.unhandled = unhandled
-        self._topics = {
-            id(h): frozenset(h.subscribed_topics()) for hs in handlers.values() for h in hs
-        }
+        everyone = {id(h): h for hs in handlers.values() for h in hs}.values()
+        self._by_topic: dict[str, list[Handler]] = {}
+        for handler in everyone:
+            for topic in handler.subscribed_topics():
+                self._by_topic.setdefault(topic, []).append(handler)
         for event_type, takers in handlers.items():
             for handler in takers:
                 self._check_pinned_version(event_type, handler)
@@ -120,16 +122,17 @@ class Router:
 
     def route(self, record: ConsumedRecord) -> list[Routed | Undecodable] | Unroutable:
         """One `Routed` per handler that takes the record (or `Undecodable` where its
-        payload cannot be decoded into that handler's schema); else why it ends here."""
-        try:
-            envelope = decode(record, _undecoded)
-        except Exception as e:  # whatever a record makes decoding raise
-            return Unroutable(record, None, Outcome.DEAD_LETTERED, _poison(e))
-        takers = [
-            h
-            for h in self.handlers.get(envelope.event_type, ())
-            if record.topic in self._topics[id(h)]
-        ]
+        payload cannot be decoded into that handler's schema); else why it ends here.
+        The envelope is decoded in each wire format the topic's handlers read."""
+        candidates = self._by_topic.get(record.topic, [])
+        envelopes: dict[wire.WireFormat, Event] = {}
+        for fmt in dict.fromkeys([h.wire_format for h in candidates] or [wire.DEFAULT_FORMAT]):
+            try:
+                envelopes[fmt] = decode(record, _undecoded, fmt)
+            except Exception as e:  # whatever a record makes decoding raise
+                return Unroutable(record, None, Outcome.DEAD_LETTERED, _poison(e))
+        takers = [h for h in candidates if h.takes(envelopes[h.wire_format].event_type)]
+        envelope = next(iter(envelopes.values()))
         if not takers:
             if self.unhandled == "dead-letter":
                 error = PoisonRecord(f"no handler takes event type {envelope.event_type!r}")
@@ -137,14 +140,15 @@ class Router:
             return Unroutable(record, envelope, Outcome.UNHANDLED)
         routed: list[Routed | Undecodable] = []
         for handler in takers:
+            own = envelopes[handler.wire_format]
             try:
-                payload = self._decode_payload(handler, envelope)
+                payload = self._decode_payload(handler, own)
             except Exception as e:  # any decoding failure of one record
-                undecoded = replace(envelope, payload=None)
+                undecoded = replace(own, payload=None)
                 error = UndecodablePayload(str(_poison(e)), undecoded)
                 routed.append(Undecodable(Routed.of(record, undecoded, handler), error))
                 continue
-            routed.append(Routed.of(record, replace(envelope, payload=payload), handler))
+            routed.append(Routed.of(record, replace(own, payload=payload), handler))
         return routed
 
     def _decode_payload(self, handler: Handler, event: Event) -> Any:
