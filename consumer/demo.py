@@ -32,7 +32,14 @@ from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.producer.outbox import Outbox
 from cdcbox.resources import resource_dir
-from consumer.fleet import FLEET, INVENTORY, ORDERS, debezium_password_from_env, prepare
+from consumer.fleet import (
+    FLEET,
+    INVENTORY,
+    ORDERS,
+    FleetService,
+    debezium_password_from_env,
+    prepare,
+)
 from consumer.inventory import stock_up
 from consumer.orders import OrderLine, place_order, record_payment
 
@@ -131,26 +138,39 @@ def rewind(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> No
         committer.close(autocommit=False)
 
 
+def service_consumer(
+    service: FleetService, admin_dsn: str, bootstrap: str, schemas: Catalogue, **options: Any
+) -> Consumer:
+    """A consumer of `service`'s handlers on its own database, in the group named after it."""
+    return Consumer(
+        [handler() for handler in service.handlers],
+        ConsumerConfig(
+            bootstrap_servers=bootstrap,
+            dsn=service.dsn(admin_dsn),
+            group_id=service.name,
+            schemas=schemas,
+            **options,
+        ),
+    )
+
+
 def start_fleet(
     admin_dsn: str, bootstrap: str, schemas: Catalogue
 ) -> tuple[dict[str, Consumer], list[threading.Thread]]:
     """One consumer per service, on its own database, running in threads, each with its
     partitions assigned when this returns."""
     consumers = {
-        service.name: Consumer(
-            [handler() for handler in service.handlers],
-            ConsumerConfig(
-                bootstrap_servers=bootstrap,
-                dsn=service.dsn(admin_dsn),
-                group_id=service.name,
-                schemas=schemas,
-                batch_mode=True,
-                # A new group starts at the topics' end: a stack that ran other things
-                # holds older events of these aggregate types (topics are by aggregate
-                # type, whoever wrote them), and the demo writes only once every service
-                # has its partitions.
-                auto_offset_reset="latest",
-            ),
+        service.name: service_consumer(
+            service,
+            admin_dsn,
+            bootstrap,
+            schemas,
+            batch_mode=True,
+            # A new group starts at the topics' end: a stack that ran other things holds
+            # older events of these aggregate types (topics are by aggregate type,
+            # whoever wrote them), and the demo writes only once every service has its
+            # partitions.
+            auto_offset_reset="latest",
         )
         for service in FLEET
     }
@@ -284,15 +304,7 @@ def _replay_to_inventory(
     rewind(
         bootstrap, INVENTORY.name, starts or {TopicPartition(ORDER_TOPIC, p): 0 for p in range(3)}
     )
-    replay = Consumer(
-        [handler() for handler in INVENTORY.handlers],
-        ConsumerConfig(
-            bootstrap_servers=bootstrap,
-            dsn=INVENTORY.dsn(admin_dsn),
-            group_id=INVENTORY.name,
-            schemas=schemas,
-        ),
-    )
+    replay = service_consumer(INVENTORY, admin_dsn, bootstrap, schemas)
     thread = threading.Thread(target=replay.run, daemon=True)
     thread.start()
     try:

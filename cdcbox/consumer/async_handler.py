@@ -31,6 +31,7 @@ from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.handler import Handler
 from cdcbox.event import Event
 from cdcbox.producer.outbox import NewEvent
+from cdcbox.telemetry.tracing import in_current_context
 
 T = TypeVar("T")
 # How long a handler's coroutine may take to finish its cancellation when the consumer's
@@ -68,10 +69,10 @@ class AsyncHandler(Handler):
         return row.event_id
 
     def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
-        run_on_loop(self.handle(event, async_view(conn)))
+        run_on_loop(in_current_context(self.handle(event, async_view(conn))))
 
     def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
-        run_on_loop(self.handle_batch(events, async_view(conn)))
+        run_on_loop(in_current_context(self.handle_batch(events, async_view(conn))))
 
 
 class _Loop:

@@ -37,6 +37,7 @@ from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.event import Event, header
 from cdcbox.kafka.dlq import DeadLetterPublisher
+from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
 
 
@@ -115,7 +116,13 @@ class RecordPipeline:
 
     def _apply_batch(self, connection: ConnectionSource, routed: list[Routed]) -> None:
         started = time.perf_counter()
-        result = self.batch.apply(connection(), self._distinct(routed))
+        distinct = self._distinct(routed)
+        with tracing.batch_span(
+            topics=[r.record.topic for r in distinct],
+            group=self.group_id,
+            traceparents=[r.event.trace_id for r in distinct],
+        ):
+            result = self.batch.apply(connection(), distinct)
         # Each record's time is its batch's: none of them is committed before all are.
         seconds = time.perf_counter() - started
         counts = Counter((outcome, r.consumer) for r, outcome in result.applied)
@@ -202,8 +209,20 @@ class RecordPipeline:
         self.dead_letter.replay_since(connection, consumer, since, owned)
 
     def _apply_one(self, connection: ConnectionSource, routed: Routed) -> None:
-        """Steps 3 and 4."""
-        outcome = self.retry.run(connection, routed, self.dead_letter.give_up)
+        """Steps 3 and 4, inside the record's span (`cdcbox.telemetry.tracing`)."""
+        event, record = routed.event, routed.record
+        with tracing.consumer_span(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            event_id=event.id_text,
+            key=event.aggregate_id,
+            group=self.group_id,
+            consumer=routed.consumer,
+            traceparent=event.trace_id,
+        ) as span:
+            outcome = self.retry.run(connection, routed, self.dead_letter.give_up)
+            span.ended(outcome.value)
         self.stats.count(outcome, routed.consumer)
 
     def _distinct(self, routed: list[Routed]) -> list[Routed]:

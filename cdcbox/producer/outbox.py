@@ -24,6 +24,7 @@ from cdcbox.event import MAX_VERSION
 from cdcbox.ids import uuid7
 from cdcbox.limits import AGGREGATE_TYPE, FIELD_MAX_BYTES, EventLimits
 from cdcbox.names import DbNames
+from cdcbox.telemetry.tracing import current_traceparent
 from cdcbox.wire import CONTENT_TYPE_JSON, DLQ_SUFFIX
 
 # The columns a producer writes; the polling relay reads the same ones back.
@@ -49,7 +50,8 @@ class NewEvent:
     """An event to append. `payload` is JSON-serialisable data, or already-encoded bytes
     together with their `content_type`. Versions start at 1; None (stored as 0) means
     unversioned, and such events bypass the consumers' version guard. `causation_id`:
-    the id of the event whose handling caused this one (`Handler.emit` sets it)."""
+    the id of the event whose handling caused this one (`Handler.emit` sets it).
+    `trace_id` None: the active OpenTelemetry span's traceparent, when there is one."""
 
     aggregate_type: str
     aggregate_id: str
@@ -161,7 +163,7 @@ def event_row(
         event_type=event.event_type,
         payload=payload,
         content_type=content_type,
-        trace_id=event.trace_id or "",
+        trace_id=event.trace_id or current_traceparent() or "",
         causation_id=event.causation_id or "",
     )
 

@@ -29,6 +29,7 @@ from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
 from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow, RelayStore, outbox_stats
+from cdcbox.telemetry import tracing
 from cdcbox.telemetry.http_metrics import serve
 
 log = logging.getLogger("cdcbox.relay")
@@ -209,13 +210,19 @@ class RelayWorker:
                 continue
             record = to_record(row)
             try:
-                future = producer.send(
-                    record.topic,
-                    key=record.key,
-                    value=record.value,
-                    headers=record.headers,
-                    timestamp_ms=record.timestamp_ms,
-                )
+                with tracing.producer_span(
+                    topic=record.topic,
+                    key=row.aggregate_id,
+                    event_id=str(row.event_id),
+                    traceparent=row.trace_id or None,
+                ):
+                    future = producer.send(
+                        record.topic,
+                        key=record.key,
+                        value=record.value,
+                        headers=record.headers,
+                        timestamp_ms=record.timestamp_ms,
+                    )
             except (KafkaRequestError, ServiceUnavailable) as e:
                 failures[row.id] = Failure.of(e)
                 failed_aggregates.add((row.aggregate_type, row.aggregate_id))

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -179,19 +181,14 @@ def test_readme_handler_that_produces_runs_as_written(stack: Endpoints) -> None:
     (block,) = [b for b in python_blocks() if "class StockHandler(Handler):" in b]
     namespace: dict[str, Any] = {}
     exec(compile(block, "README.md (handler that produces)", "exec"), namespace)  # noqa: S102
-    schema = unique("readme_stock")
-    names = DbNames(schema=schema)
-    dsn = f"{stack.dsn}?options={quote(f'-c search_path={schema},public')}"
-    migrated_schema(dsn, names, "cdc")
-    with psycopg.connect(dsn) as conn, conn.transaction():
-        conn.execute(SCHEMA.read_text())
-        conn.execute("INSERT INTO stock (sku, available) VALUES ('a', 5), ('b', 1)")
     line = lambda sku, n: {"sku": sku, "quantity": n}  # noqa: E731
     orders = [
         NewEvent("order", "o-1", "OrderCreated", {"lines": [line("a", 2), line("b", 1)]}),
         NewEvent("order", "o-2", "OrderCreated", {"lines": [line("a", 2), line("b", 1)]}),
     ]
-    try:
+    with readme_schema(stack, "readme_stock") as (dsn, names):
+        with psycopg.connect(dsn) as conn, conn.transaction():
+            conn.execute("INSERT INTO stock (sku, available) VALUES ('a', 5), ('b', 1)")
         with Harness(dsn, [namespace["StockHandler"]()], names=names) as harness:
             records = [harness.record(o) for o in orders]
             assert harness.send(*records, records[0]) == Counter(
@@ -200,12 +197,6 @@ def test_readme_handler_that_produces_runs_as_written(stack: Endpoints) -> None:
             answers = [decode(r) for r in harness.emitted()]
         with psycopg.connect(dsn) as conn:
             stock = dict(conn.execute("SELECT sku, available FROM stock").fetchall())
-    finally:
-        with psycopg.connect(stack.dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-            conn.execute(
-                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
-            )
     assert [(a.aggregate_id, a.event_type, a.payload) for a in answers] == [
         ("o-1", "StockReserved", {"order_id": "o-1"}),
         ("o-2", "StockRejected", {"order_id": "o-2", "short_of": "b"}),
@@ -222,30 +213,38 @@ def test_readme_foreign_handler_reads_its_producers_records(stack: Endpoints) ->
     exec(compile(block, "README.md (foreign producer)", "exec"), namespace)  # noqa: S102
     handler = namespace["ShipmentEvents"]()
     assert handler.subscribed_topics() == ("shipment.events",)
-    schema = unique("readme_foreign")
-    names = DbNames(schema=schema)
-    dsn = f"{stack.dsn}?options={quote(f'-c search_path={schema},public')}"
-    migrated_schema(dsn, names, "cdc")
-    with psycopg.connect(dsn) as conn, conn.transaction():
-        conn.execute(SCHEMA.read_text())
-        conn.execute(
-            "INSERT INTO orders (order_id, customer_id, total_cents) VALUES ('o-5', 'c', 1)"
-        )
     record = Record(
         "shipment.events", 0, 0, b"s-1", b'{"orderId": "o-5"}',
         [("eventId", b"dispatch-1"), ("type", b"ShipmentDispatched"), ("version", b"1")],
     )  # fmt: skip
-    try:
+    with readme_schema(stack, "readme_foreign") as (dsn, names):
+        with psycopg.connect(dsn) as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO orders (order_id, customer_id, total_cents) VALUES ('o-5', 'c', 1)"
+            )
         with Harness(dsn, [handler], names=names) as harness:
             assert harness.send(record, record) == Counter(
                 {Outcome.PROCESSED: 1, Outcome.DUPLICATE: 1}
             )
         with psycopg.connect(dsn) as conn:
             status = conn.execute("SELECT status FROM orders WHERE order_id = 'o-5'").fetchone()
-        assert status == ("SHIPPED",)
+    assert status == ("SHIPPED",)
+
+
+@contextmanager
+def readme_schema(stack: Endpoints, prefix: str) -> Iterator[tuple[str, DbNames]]:
+    """A schema of its own, migrated, with the example's business tables; a DSN whose
+    search_path finds them. Dropped afterwards, with its publication."""
+    names = DbNames(schema=unique(prefix))
+    dsn = f"{stack.dsn}?options={quote(f'-c search_path={names.schema},public')}"
+    migrated_schema(dsn, names, "cdc")
+    try:
+        with psycopg.connect(dsn) as conn, conn.transaction():
+            conn.execute(SCHEMA.read_text())
+        yield dsn, names
     finally:
         with psycopg.connect(stack.dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(names.schema)))
             conn.execute(
                 sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
             )

@@ -180,6 +180,23 @@ def compute(
     effects = effect_rows(dsn, consumer)
     applied = {e[0] for e in effects}
     leaked = {str(i) for i in rolled_back} & set(delivered) | (rolled_back & applied)
+    return _tally(
+        scenario, set(committed), delivered, effects, len(leaked), dsn, consumer, safeguard_off
+    )
+
+
+def _tally(
+    scenario: str,
+    committed: set[uuid.UUID],
+    delivered: list[str],
+    effects: list[tuple[uuid.UUID, str, int]],
+    leaked: int,
+    dsn: str,
+    consumer: str,
+    safeguard_off: str,
+) -> Ledger:
+    """The ledger of one scenario's counts, recorded to the results file."""
+    applied = {e[0] for e in effects}
     ledger = Ledger(
         scenario=scenario,
         committed=len(committed),
@@ -187,9 +204,9 @@ def compute(
         duplicates=len(delivered) - len(set(delivered)),
         applied=len(applied),
         double_effects=len(effects) - len(applied),
-        lost=len(set(committed) - applied),
+        lost=len(committed - applied),
         order_violations=order_violations(effects),
-        rolled_back_seen=len(leaked),
+        rolled_back_seen=leaked,
         max_stall_s=max_stall_s(dsn, consumer),
         safeguard_off=safeguard_off,
     )
@@ -225,22 +242,8 @@ def compute_chain(
         for answer_id in delivered_ids(bootstrap_servers, wire.topic_for(second_type))
     ]
     effects = [(answers[e], a, n) for e, a, n in effect_rows(dsn, consumer) if e in answers]
-    applied = {cause for cause, _, _ in effects}
-    ledger = Ledger(
-        scenario=scenario,
-        committed=len(causes),
-        delivered=len(delivered),
-        duplicates=len(delivered) - len(set(delivered)),
-        applied=len(applied),
-        double_effects=len(effects) - len(applied),
-        lost=len(set(causes) - applied),
-        order_violations=order_violations(effects),
-        rolled_back_seen=len(rolled_back & set(answers.values())),
-        max_stall_s=max_stall_s(dsn, consumer),
-        safeguard_off=safeguard_off,
-    )
-    ledger.record()
-    return ledger
+    leaked = len(rolled_back & set(answers.values()))
+    return _tally(scenario, set(causes), delivered, effects, leaked, dsn, consumer, safeguard_off)
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -26,6 +26,7 @@ from cdcbox.kafka import dlq
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.stores.parking import Parking
+from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
 
 log = logging.getLogger("cdcbox.consumer")
@@ -166,6 +167,7 @@ class DeadLetterStep:
         attempts: int,
     ) -> None:
         """Publish to the DLQ and log it; nothing is written to the database."""
+        tracing.dead_lettered(error, record.topic + self.publisher.suffix)
         self.publisher.publish(
             record,
             error_type=type(error).__name__,

@@ -24,6 +24,7 @@ from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.db import ConnectionSource, is_outage
 from cdcbox.errors import SessionChanged
+from cdcbox.telemetry import tracing
 
 log = logging.getLogger("cdcbox.consumer")
 GiveUp = Callable[[ConnectionSource, Routed, BaseException, int], None]
@@ -70,6 +71,7 @@ class RetryStep:
                 if attempt >= self.policy.max_attempts and not self._holds(connection, routed):
                     give_up(connection, routed, e, attempt)
                     return Outcome.DEAD_LETTERED
+                tracing.retried(attempt, e)
                 self.stats.retry(routed.consumer)
                 self.sleep(self._delay(routed, attempt))
                 continue
