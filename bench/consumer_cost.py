@@ -49,7 +49,8 @@ def prefill(bootstrap: str, topic: str, count: int) -> None:
             "Bench",
             json.dumps({"n": i}).encode(),
             wire.CONTENT_TYPE_JSON,
-            "",
+            "",  # trace id
+            "",  # causation id
             now,
             "2026-01-01T00:00:00.000000Z",
             0,

@@ -97,7 +97,7 @@ def naive_relay(dsn: str, bootstrap: str, names: DbNames, count: int) -> None:
     table = names.table("outbox")
     claim = sql.SQL(
         "SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, "
-        "event_type, payload, content_type, trace_id, created_at, occurred_at, "
+        "event_type, payload, content_type, trace_id, causation_id, created_at, occurred_at, "
         "retry_count FROM {} WHERE status = 'PENDING' ORDER BY id LIMIT 1 "
         "FOR UPDATE SKIP LOCKED"
     ).format(table)
