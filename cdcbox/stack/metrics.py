@@ -113,11 +113,13 @@ class NativePrometheus(_Spawned):
         self._await(record, 60)
 
     def write_configuration(self) -> None:
-        """The shared prometheus.yml, and target files naming this stack's ports."""
+        """The shared prometheus.yml and its alert rules, and target files naming this
+        stack's ports."""
         targets = self.root / "targets"
         targets.mkdir(parents=True, exist_ok=True)
         observability = self.config.infra_dir / "observability"
-        shutil.copyfile(observability / "prometheus.yml", self.root / "prometheus.yml")
+        for name in ("prometheus.yml", "alerts.yml"):
+            shutil.copyfile(observability / name, self.root / name)
         host, ports = self.config.host, self.config.ports
         workers = range(self.config.connect_workers)
         jobs = {
