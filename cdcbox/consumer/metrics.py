@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from cdcbox.telemetry.build_info import register_build_info
+
 
 class ConsumerMetrics:
     """The consumer's Prometheus metrics, in a registry of its own (one per `Consumer`)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        register_build_info(self.registry, "consumer")
         self.records = Counter(
             "cdcbox_consumer_records",
             "Records by outcome",
@@ -27,14 +30,14 @@ class ConsumerMetrics:
             registry=self.registry,
         )
         self.handler_seconds = Histogram(
-            "cdcbox_consumer_handler_seconds",
+            "cdcbox_consumer_handler_duration_seconds",
             "Time in the handler's transaction",
             ["consumer"],
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )
         self.lag_seconds = Histogram(
-            "cdcbox_consumer_commit_to_handle_seconds",
+            "cdcbox_consumer_commit_to_handle_duration_seconds",
             "From occurred_at to handled",
             ["consumer"],
             registry=self.registry,

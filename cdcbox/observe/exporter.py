@@ -14,10 +14,11 @@ from collections.abc import Iterator, Sequence
 from http.server import ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cdcbox.observe.pipeline_state import OutboxState, PipelineState, Sources, read_state
+from cdcbox.telemetry.build_info import register_build_info
 from cdcbox.telemetry.http_metrics import serve
 
 
@@ -62,8 +63,10 @@ def _gauge(name: str, documentation: str, labelled: bool, *labels: str) -> Gauge
 def _outbox(outboxes: Sequence[OutboxState], labelled: bool) -> list[Metric]:
     if not outboxes:
         return []
-    last_id = _gauge(
-        "cdcbox_outbox_last_id", "Highest outbox id: its rate is the append rate", labelled
+    appended = CounterMetricFamily(
+        "cdcbox_outbox_appended",
+        "Events appended to the outbox (its highest id, which only grows)",
+        labels=["service"] if labelled else [],
     )
     rows = _gauge("cdcbox_outbox_rows", "Polling relay rows by state", labelled, "state")
     oldest = _gauge(
@@ -73,13 +76,13 @@ def _outbox(outboxes: Sequence[OutboxState], labelled: bool) -> list[Metric]:
     )
     for o in outboxes:
         service = [o.service] if labelled else []
-        last_id.add_metric(service, o.last_id)
+        appended.add_metric(service, o.last_id)
         if o.pending is not None and o.dead is not None:
             rows.add_metric([*service, "pending"], o.pending)
             rows.add_metric([*service, "dead"], o.dead)
         if o.oldest_pending_s is not None:
             oldest.add_metric(service, o.oldest_pending_s)
-    return [family for family in (last_id, rows, oldest) if family.samples]
+    return [family for family in (appended, rows, oldest) if family.samples]
 
 
 def _slots(state: PipelineState) -> list[Metric]:
@@ -144,6 +147,7 @@ def serve_exporter(sources: Sources, host: str, port: int) -> ThreadingHTTPServe
     """Serve /metrics (one reading per scrape), /healthz and /readyz on a daemon thread."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PipelineCollector(sources))
+    register_build_info(registry, "exporter")
     healthy = threading.Event()
     healthy.set()
     return serve(registry, host, port, healthy)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from psycopg import sql
 
 from cdcbox.db import Reconnecting, connect
@@ -28,8 +28,9 @@ from cdcbox.kafka.client import Producer
 from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
 from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow, RelayStore, outbox_stats
+from cdcbox.relay.store import OutboxRow, RelayStore
 from cdcbox.telemetry import tracing
+from cdcbox.telemetry.build_info import register_build_info
 from cdcbox.telemetry.http_metrics import serve
 
 log = logging.getLogger("cdcbox.relay")
@@ -43,15 +44,17 @@ class RelayMetrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        self.sent = Counter("cdcbox_relay_sent", "Rows published and marked SENT", registry=r)
-        self.failed = Counter("cdcbox_relay_failed", "Rows that failed to publish", registry=r)
-        self.dead = Counter("cdcbox_relay_dead", "Rows that went DEAD", registry=r)
-        self.batch_seconds = Histogram("cdcbox_relay_batch_seconds", "Claim to settle", registry=r)
-        self.backlog = Gauge(
-            "cdcbox_relay_backlog", "Outbox rows by status", ["status"], registry=r
+        register_build_info(r, "relay")
+        rows = Counter(
+            "cdcbox_relay_rows",
+            "Rows this worker handled, by outcome: sent (published, marked SENT), failed "
+            "(a publish failed, retried later), dead (went DEAD)",
+            ["outcome"],
+            registry=r,
         )
-        self.oldest_pending_s = Gauge(
-            "cdcbox_relay_oldest_pending_seconds", "Age of the oldest PENDING row", registry=r
+        self.sent, self.failed, self.dead = (rows.labels(o) for o in ("sent", "failed", "dead"))
+        self.batch_seconds = Histogram(
+            "cdcbox_relay_batch_duration_seconds", "Claim to settle", registry=r
         )
 
 
@@ -133,14 +136,8 @@ class RelayWorker:
             server = serve(
                 self.metrics.registry, self.config.metrics_host, self.config.metrics_port, healthy
             )
-        refreshed = 0.0
         try:
             while not self._stop.is_set():
-                if time.monotonic() - refreshed > 5.0:
-                    # Only metrics: an unreachable database is the claim's to report.
-                    with contextlib.suppress(psycopg.Error, ServiceUnavailable):
-                        self.refresh_backlog()
-                    refreshed = time.monotonic()
                 try:
                     claimed = self.run_once()
                 except (ServiceUnavailable, psycopg.OperationalError) as e:
@@ -297,12 +294,6 @@ class RelayWorker:
             self._listener.close()
             self._listener = None
             self._stop.wait(self.config.poll_interval_s)
-
-    def refresh_backlog(self) -> None:
-        stats = outbox_stats(self.connection(), self.names)
-        for status in ("PENDING", "PROCESSING", "SENT", "RETRY", "DEAD"):
-            self.metrics.backlog.labels(status).set(stats.by_status.get(status, 0))
-        self.metrics.oldest_pending_s.set(stats.oldest_pending_age_s or 0.0)
 
     def _drop_producer(self) -> None:
         if self._producer is not None:

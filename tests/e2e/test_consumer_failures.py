@@ -251,7 +251,7 @@ def test_metrics_endpoint_serves_counts_and_health(
             text = r.read().decode()
     line = f'cdcbox_consumer_records_total{{consumer="{consumer}",outcome="processed"}} 3.0'
     assert line in text
-    assert f'cdcbox_consumer_handler_seconds_count{{consumer="{consumer}"}} 3.0' in text
+    assert f'cdcbox_consumer_handler_duration_seconds_count{{consumer="{consumer}"}} 3.0' in text
 
 
 def test_a_member_reloads_the_parked_set_when_partitions_are_assigned(

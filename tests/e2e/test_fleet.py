@@ -167,7 +167,7 @@ def test_top_and_the_exporter_read_every_service_and_name_it(
     }
     for name in names:
         assert samples[("cdcbox_source_up", (("source", f"postgres/{name}"),))] == 1.0
-    outboxes = {labels for metric, labels in samples if metric == "cdcbox_outbox_last_id"}
+    outboxes = {labels for metric, labels in samples if metric == "cdcbox_outbox_appended_total"}
     assert outboxes == {(("service", "orders"),), (("service", "inventory"),)}
     inbox_services = {
         dict(labels)["service"] for metric, labels in samples if metric == "cdcbox_inbox_rows"

@@ -120,7 +120,7 @@ def test_every_dashboard_query_runs_and_the_stacks_panels_have_data(prometheus: 
     assert len(expressions) >= 20
     empty = {expr for expr in expressions if not query(prometheus, expr)}
     must_have_data = [
-        "rate(cdcbox_outbox_last_id[1m])",
+        "rate(cdcbox_outbox_appended_total[1m])",
         "cdcbox_slot_retained_wal_bytes",
         "cdcbox_connector_running",
         "sum by (group) (cdcbox_consumer_group_lag)",

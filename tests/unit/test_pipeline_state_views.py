@@ -61,7 +61,8 @@ def test_the_exporter_serves_each_reading_and_marks_an_unread_source_down() -> N
     assert 'cdcbox_source_up{source="postgres"} 1.0' in text
     assert 'cdcbox_source_up{source="kafka"} 0.0' in text
     assert 'source="connect"' not in text  # not configured: not reported at all
-    assert "cdcbox_outbox_last_id 42.0" in text
+    assert "cdcbox_outbox_appended_total 42.0" in text
+    assert "# TYPE cdcbox_outbox_appended_total counter" in text
     assert "cdcbox_outbox_rows" not in text  # a CDC database has no polling backlog
     assert 'cdcbox_slot_retained_wal_bytes{slot="cdcbox_outbox"} 2.097152e+06' in text
     assert 'cdcbox_inbox_rows{consumer="inventory",status="FAILED"} 1.0' in text
@@ -123,7 +124,7 @@ def test_with_services_each_database_is_a_source_and_its_lines_are_named() -> No
     text = exposition(metrics_of(reading, Sources(services=services)))
     assert 'cdcbox_source_up{source="postgres/orders"} 1.0' in text
     assert 'cdcbox_source_up{source="postgres/points"} 0.0' in text
-    assert 'cdcbox_outbox_last_id{service="orders"} 7.0' in text
+    assert 'cdcbox_outbox_appended_total{service="orders"} 7.0' in text
     assert (
         'cdcbox_inbox_rows{consumer="points-service",service="points",status="PROCESSED"}' in text
     )
