@@ -22,6 +22,7 @@ import psycopg
 
 from cdcbox.cli.kafka_options import kafka_security
 from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.wal_peek import parse_lsn
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, ConfigError, ServiceUnavailable, UsageError
 from cdcbox.kafka.client import KafkaSettings
@@ -203,3 +204,24 @@ def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
 
 def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, default=str))
+
+
+class LsnType(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2
+    """A WAL position in PostgreSQL's text form (`0/16B3748`) or as an integer."""
+
+    name = "lsn"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        try:
+            lsn = parse_lsn(text) if "/" in text else int(text)
+        except ValueError:
+            self.fail(f"{value!r} is not an LSN (PostgreSQL's 0/16B3748, or an integer)")
+        if not 0 <= lsn < 2**64:
+            self.fail(f"{value!r} is outside the WAL's positions")
+        return lsn
+
+
+LSN = LsnType()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from cdcbox.cli.common import print_json, settings, yes_option
+from cdcbox.cli.common import LSN, print_json, settings, yes_option
 from cdcbox.connect import offsets as connector_offsets
 from cdcbox.connect.client import ConnectClient
 
@@ -52,7 +52,12 @@ def offsets_reset(ctx: click.Context, connector: str, yes: bool) -> None:
 
 @offsets.command("set")
 @click.argument("connector")
-@click.option("--lsn", type=int, required=True, help="WAL position (integer) to resume from.")
+@click.option(
+    "--lsn",
+    type=LSN,
+    required=True,
+    help="WAL position to resume from: 0/16B3748 (as PostgreSQL writes it) or an integer.",
+)
 @yes_option
 @click.pass_context
 def offsets_set(ctx: click.Context, connector: str, lsn: int, yes: bool) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from cdcbox.cli.common import LSN
 from cdcbox.cli.main import cli
 from cdcbox.errors import StackError
 from cdcbox.resources import resource_dir
@@ -138,3 +139,17 @@ def test_a_compose_command_that_outlives_its_timeout_is_a_stack_error(
     compose = ComposeStack(config, StackSecrets(tmp_path / "secrets"))
     with pytest.raises(StackError, match="did not finish within 1s"):
         compose.run_compose("up", timeout=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "lsn"), [("0/16B3748", 0x16B3748), ("1/8DC972B0", (1 << 32) + 0x8DC972B0), ("42", 42)]
+)
+def test_an_lsn_is_taken_as_postgresql_writes_it_or_as_an_integer(text: str, lsn: int) -> None:
+    assert LSN.convert(text, None, None) == lsn
+
+
+def test_a_malformed_lsn_is_one_line_naming_the_option() -> None:
+    result = CliRunner().invoke(cli, ["offsets", "set", "c", "--lsn", "16B3748/x", "--yes"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--lsn': '16B3748/x' is not an LSN" in result.output
+    assert "Traceback" not in result.output
