@@ -195,16 +195,10 @@ def retried(attempt: int, error: BaseException) -> None:
         )
 
 
-def dead_lettered(error: BaseException, dead_letter_topic: str) -> None:
+def dead_lettered(error: BaseException) -> None:
     """The record went to its dead-letter topic: an event, and the span's status ERROR."""
     if (span := _recording()) is not None:
-        span.add_event(
-            "dead_lettered",
-            {
-                "messaging.destination.name": dead_letter_topic,
-                "exception.type": type(error).__name__,
-            },
-        )
+        span.add_event("dead_lettered", {"exception.type": type(error).__name__})
         span.set_status(StatusCode.ERROR, f"dead-lettered: {type(error).__name__}: {error}"[:500])
 
 

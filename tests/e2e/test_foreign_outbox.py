@@ -156,9 +156,10 @@ def test_a_plain_handler_consumes_a_documented_debezium_outbox(
     assert sorted(row[4]["n"] for row in applied) == list(range(40))
     assert {row[3]["event_type"] for row in applied} == {"OrderCreated"}
     assert {row[3]["aggregate_type"] for row in applied} == {aggregate_type}  # from the topic
-    # The whole topic again, under the same consumer name: the inbox drops every copy.
+    # The whole topic again (a new group starts at its beginning) under the same consumer
+    # name, moved to that group: the inbox drops every copy.
     again = recording_handler(consumer, aggregate_type, {"OrderCreated"})
-    with run_consumer([again], group=unique("again")) as running:
+    with run_consumer([again], group=unique("again"), move_to_group=True) as running:
         eventually(lambda: running.consumer.stats[Outcome.DUPLICATE] == 40, what="copies")
     assert count_effects(stack.dsn, consumer) == 40
 

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 def traceparent_of(span: Any) -> str:
     context = span.get_span_context()
-    return f"00-{context.trace_id:032x}-{context.span_id:016x}-01"
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
 
 def test_the_active_span_travels_in_the_outbox_row_unless_the_event_names_a_trace() -> None:
@@ -109,7 +109,7 @@ def test_the_consumer_continues_the_producers_trace(
     assert inner.parent is not None and inner.parent.span_id == process.context.span_id
     # What the handler emitted continues the trace as a child of the record's span.
     (emitted,) = [decode(r) for r in harness.emitted()]
-    assert emitted.trace_id == f"00-{trace_id:032x}-{process.context.span_id:016x}-01"
+    assert emitted.trace_id == traceparent_of(process)
 
 
 def test_retries_are_events_and_a_dead_letter_is_an_error(

@@ -167,7 +167,7 @@ class DeadLetterStep:
         attempts: int,
     ) -> None:
         """Publish to the DLQ and log it; nothing is written to the database."""
-        tracing.dead_lettered(error, record.topic + self.publisher.suffix)
+        tracing.dead_lettered(error)
         self.publisher.publish(
             record,
             error_type=type(error).__name__,
