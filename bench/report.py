@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,26 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def latest() -> Path:
-    return max(RESULTS.glob("*.json"))
+    """The newest results file git tracks: a run of scripts/bench adds an untracked one,
+    which the README shows only once it is committed (with `--readme`)."""
+    return max(committed(RESULTS, "*.json"))
+
+
+def committed(directory: Path, pattern: str) -> list[Path]:
+    """Files of `directory` matching `pattern` that git tracks (every match outside a
+    git checkout)."""
+    found = sorted(directory.glob(pattern))
+    listed = subprocess.run(
+        ["git", "ls-files", "--", str(directory)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        return found
+    tracked = {(ROOT / line).resolve() for line in listed.stdout.splitlines()}
+    return [path for path in found if path.resolve() in tracked]
 
 
 def _n(value: Any, digits: int = 0) -> str:
