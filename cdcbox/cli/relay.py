@@ -75,6 +75,13 @@ def relay() -> None:
 )
 @click.option("--unordered", is_flag=True, help="Do not hold an aggregate's later events.")
 @click.option("--metrics-port", type=int, default=None, envvar="CDCBOX_METRICS_PORT")
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="CDCBOX_METRICS_HOST",
+    help="Address the metrics endpoint binds (0.0.0.0 in a container).",
+)
 @logging_options
 @click.pass_context
 def run(
@@ -88,6 +95,7 @@ def run(
     listen: bool,
     unordered: bool,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     log_format: LogFormat,
 ) -> None:
@@ -108,6 +116,7 @@ def run(
             ordered=not unordered,
             listen=listen,
             metrics_port=metrics_port,
+            metrics_host=metrics_host,
             limits=s.limits,
             fault_switches=FaultSwitches.parse(os.environ.get(FAULT_SWITCHES_ENV)),
         ),

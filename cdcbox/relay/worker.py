@@ -104,6 +104,8 @@ class RelayWorker:
         self.stats = RelayStats()
         self.metrics = RelayMetrics()
         self._stop = threading.Event()
+        # Why /readyz says 503: the last claim's database or Kafka failure (None: ready).
+        self._unready: str | None = None
         self.connection = Reconnecting(config.dsn)
         self._listener: psycopg.Connection[Any] | None = None
         self._producer: Producer | None = None
@@ -134,7 +136,11 @@ class RelayWorker:
         server = None
         if self.config.metrics_port is not None:
             server = serve(
-                self.metrics.registry, self.config.metrics_host, self.config.metrics_port, healthy
+                self.metrics.registry,
+                self.config.metrics_host,
+                self.config.metrics_port,
+                healthy,
+                readiness=lambda: self._unready,
             )
         try:
             while not self._stop.is_set():
@@ -142,8 +148,10 @@ class RelayWorker:
                     claimed = self.run_once()
                 except (ServiceUnavailable, psycopg.OperationalError) as e:
                     log.error("relay %s: %s; retrying", self.config.worker_id, e)
+                    self._unready = f"cannot relay: {_first_line(e)}"
                     self._stop.wait(self.config.poll_interval_s)
                     continue
+                self._unready = None
                 if claimed >= self.config.batch_size:
                     continue  # more is waiting: no pause
                 if until_idle and claimed == 0:
@@ -309,3 +317,8 @@ class RelayWorker:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
