@@ -247,3 +247,56 @@ def test_grafana_is_provisioned_with_the_dashboard_on_the_prometheus_datasource(
 def test_the_pom_both_stacks_build_from_is_well_formed() -> None:
     """Maven refuses a comment holding `--`; this finds it before a stack start does."""
     ElementTree.parse(INFRA / "pom.xml")  # noqa: S314 - the project's own file
+
+
+EXISTING_ENV = {
+    "CDCBOX_DSN": "postgresql://shop@db.internal:5432/shop",
+    "CDCBOX_BOOTSTRAP_SERVERS": "broker1:9092",
+    "CDCBOX_CONNECT_URL": "http://connect.internal:8083",
+    "CDCBOX_CONNECT_DB_HOST": "db.internal",
+    "CDCBOX_CONNECT_DB_NAME": "shop",
+    "CDCBOX_CONNECT_DB_SECRETS": "/etc/kafka-connect/debezium.properties",
+}
+
+
+def resolve_existing(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    compose = shutil.which("docker-compose")
+    assert compose is not None, "scripts/test installs Debian's docker-compose"
+    pgpass, password = tmp_path / "pgpass", tmp_path / "debezium.properties"
+    pgpass.write_text("*:*:*:shop:x\n")
+    password.write_text("password=x\n")
+    argv = [compose, "-f", str(INFRA / "docker-compose.existing.yml")]
+    files = {"CDCBOX_PGPASS": str(pgpass), "CDCBOX_DEBEZIUM_PASSWORD_FILE": str(password)}
+    return subprocess.run(
+        [*argv, "config"],
+        env={**files, **env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_existing_infrastructure_file_runs_only_cdcbox_against_your_endpoints(
+    tmp_path: Path,
+) -> None:
+    result = resolve_existing(tmp_path, EXISTING_ENV)
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    always = {name for name, service in services.items() if not service.get("profiles")}
+    assert always == {"migrate", "exporter"}  # no database, broker or worker of ours
+    env = services["migrate"]["environment"]
+    assert env["CDCBOX_DSN"] == EXISTING_ENV["CDCBOX_DSN"]
+    assert env["CDCBOX_CONNECT_URL"] == EXISTING_ENV["CDCBOX_CONNECT_URL"]
+    assert env["CDCBOX_CONNECT_DB_SECRETS"] == EXISTING_ENV["CDCBOX_CONNECT_DB_SECRETS"]
+    examples = {name for name, service in services.items() if service.get("profiles")}
+    assert examples == {"inventory", "points"}
+    assert all(services[name]["profiles"] == ["examples"] for name in examples)
+
+
+def test_the_existing_infrastructure_file_refuses_a_missing_endpoint_naming_it(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in EXISTING_ENV.items() if k != "CDCBOX_CONNECT_URL"}
+    result = resolve_existing(tmp_path, env)
+    assert result.returncode != 0
+    assert "your Kafka Connect REST URL" in result.stderr
