@@ -65,19 +65,39 @@ def _progress(name: str) -> Callable[[str], None]:
 
 @click.command("diff")
 @spec_path
+@json_option
 @click.pass_context
-def diff_command(ctx: click.Context, path: Path | None) -> None:
-    """Show how the specs differ from the live connector configs; exit 1 if they do."""
+def diff_command(ctx: click.Context, path: Path | None, as_json: bool) -> None:
+    """Show how the specs differ from the live connector configs; exit 1 if they do.
+    Secrets are shown as their placeholders, or masked."""
     connect = settings_of(ctx).connect_client()
-    differs = False
-    for spec in specs.load_specs(_path(path)):
-        change = specs.diff(connect.config(spec.name), spec.config)
+    found = [
+        (spec, specs.diff(connect.config(spec.name), spec.config))
+        for spec in specs.load_specs(_path(path))
+    ]
+    if as_json:
+        print_json([_diff_json(spec, change) for spec, change in found])
+    for spec, change in [] if as_json else found:
         click.echo(f"{spec.label}: {'in sync' if change.empty else 'differs'}")
         for line in change.lines():
             click.echo(f"  {line}")
-        differs |= not change.empty
-    if differs:
+    if not all(change.empty for _, change in found):
         raise SystemExit(1)
+
+
+def _diff_json(spec: specs.ConnectorSpec, change: specs.ConfigDiff) -> dict[str, object]:
+    return {
+        "connector": spec.name,
+        "service": spec.service.name if spec.service else None,
+        "in_sync": change.empty,
+        "exists": change.exists,
+        "added": specs.redact(change.added),
+        "removed": specs.redact(change.removed),
+        "changed": {
+            key: [specs.redact({key: old})[key], specs.redact({key: new})[key]]
+            for key, (old, new) in change.changed.items()
+        },
+    }
 
 
 @click.group("connectors")

@@ -15,6 +15,8 @@ import click
 from cdcbox.cli.common import (
     default_cache_dir,
     default_state_dir,
+    json_option,
+    print_json,
     print_table,
     settings,
 )
@@ -209,13 +211,17 @@ def down(config: StackConfig, purge: bool) -> None:
 
 @stack.command()
 @with_stack_config
-def status(config: StackConfig) -> None:
-    """Show each component's state."""
+@json_option
+def status(config: StackConfig, as_json: bool) -> None:
+    """Show each component's state; exit 1 unless every one runs."""
     rows = runner.status(config)
-    print_table(
-        [(r.name, "running" if r.running else "stopped", r.detail) for r in rows],
-        ["component", "state", "detail"],
-    )
+    if as_json:
+        print_json([vars(r) for r in rows])
+    else:
+        print_table(
+            [(r.name, "running" if r.running else "stopped", r.detail) for r in rows],
+            ["component", "state", "detail"],
+        )
     if not all(r.running for r in rows):
         raise SystemExit(1)
 

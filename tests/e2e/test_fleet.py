@@ -168,6 +168,8 @@ def test_the_cli_reports_each_service_of_the_fleet(stack: Endpoints, deployed_fl
     assert by_service["orders"]["connector slot"] and by_service["inventory"]["connector slot"]
     assert doctor.exit_code == 0, doctor.output
     assert "in sync" in invoke("diff", fleet_dir).output
+    diffs = json.loads(invoke("diff", fleet_dir, "--json").output)
+    assert {(d["service"], d["in_sync"]) for d in diffs} == {("orders", True), ("inventory", True)}
     with psycopg.connect(stack.dsn) as conn:
         slot_databases = {r[0] for r in conn.execute("SELECT database FROM pg_replication_slots")}
     for service in FLEET:

@@ -153,3 +153,15 @@ def test_a_malformed_lsn_is_one_line_naming_the_option() -> None:
     assert result.exit_code == 2
     assert "Invalid value for '--lsn': '16B3748/x' is not an LSN" in result.output
     assert "Traceback" not in result.output
+
+
+def test_stack_status_as_json_names_each_component_and_exits_1_when_one_is_stopped(
+    tmp_path: Path,
+) -> None:
+    result = CliRunner().invoke(
+        cli, ["stack", "status", "--state-dir", str(tmp_path / "none"), "--json"]
+    )
+    assert result.exit_code == 1
+    components = json.loads(result.output)
+    assert {c["name"] for c in components} >= {"postgres", "kafka", "connect"}
+    assert not any(c["running"] for c in components)
