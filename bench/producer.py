@@ -3,7 +3,7 @@ loop, so the numbers are the database's cost): the same transaction with and wit
 outbox append, and against the floor (the same extra row into a uuid-keyed table).
 
 Statements are prepared (`-M prepared`), as psycopg prepares a statement a connection
-runs repeatedly, and each transaction is pipelined, as the README recommends. The append
+runs repeatedly, and each transaction is pipelined, as the producer guide recommends. The append
 is also measured into a copy of the outbox without its CHECK constraints (migration
 0008, which refuse unpublishable rows at write), to show what those cost."""
 

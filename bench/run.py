@@ -1,6 +1,6 @@
 """scripts/bench: every benchmark in one run on one machine, side by side, saved as JSON
 (bench/results/), plotted (PNG beside it) and judged against the targets
-(`bench/targets.py`); `python -m bench.report FILE --readme` puts it in the README.
+(`bench/targets.py`); `python -m bench.report FILE --docs` puts it in docs/performance.md.
 
 `--quick` stays under 6 minutes, the full run under 20; `--smoke` (tiny sizes) is run
 by the test suite so the benchmarks cannot rot."""

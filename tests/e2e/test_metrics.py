@@ -169,7 +169,7 @@ def test_top_shows_the_pipeline_as_it_is_and_the_readme_frame_is_one_of_its_fram
     handler = recording_handler(consumer, aggregate_type, {"Created"})
     with run_consumer([handler], group=consumer):
         eventually(lambda: count_effects(stack.dsn, consumer) == EVENTS, what="events applied")
-    # The stack's database read as a service, as the README's frame of the fleet is.
+    # The stack's database read as a service, as the docs' frame of the fleet is.
     database = str(conninfo_to_dict(stack.dsn)["dbname"])
     text = top_once(stack, "--consumer", consumer, "--group", consumer, "--service", database)
     topic = wire.topic_for(aggregate_type)
@@ -181,6 +181,6 @@ def test_top_shows_the_pipeline_as_it_is_and_the_readme_frame_is_one_of_its_fram
     assert "cdcbox_outbox" in text
     lags = [cells(line) for line in text.splitlines() if topic in line]
     assert lags and all(row[0] == consumer and row[3] == "0" for row in lags)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs/operate/cdc-ctl.md").read_text()
     (shown,) = re.findall(r"```text\n(cdcbox top — .*?)```", readme, flags=re.S)
     assert frame_skeleton(shown) == frame_skeleton(text)

@@ -1,4 +1,4 @@
-"""The README's producer and handler examples, executed as written against the stack, so
+"""The Python examples of the README and the docs, executed as written against the stack, so
 they cannot rot."""
 
 from __future__ import annotations
@@ -28,11 +28,36 @@ from consumer.orders import SCHEMA
 from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+# Each Python block of the README and the docs holds one of these; `block` finds it, and
+# tests/unit/test_docs.py fails on a block none of them names (one no test runs).
+MARKERS = (
+    "outbox.append(conn, NewEvent(",
+    "class PaymentHandler(Handler):",
+    "UnitOfWork(conn) as uow",
+    "SessionEvents(session)",
+    "AsyncOutbox().append(",
+    "def test_a_payment_marks_its_order_paid",
+    "class ShipmentHandler(Handler):",
+    "class AsyncPaymentHandler(AsyncHandler):",
+    "class StockHandler(Handler):",
+    "class ShipmentEvents(Handler):",
+    'schemas = Catalogue.load(Path("schemas/avro"))',
+)
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    """Every distinct Python block of README.md and docs/ (the README repeats three)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = (re.findall(r"```python\n(.*?)```", p.read_text(), flags=re.S) for p in pages)
+    return list(dict.fromkeys(b for blocks in found for b in blocks))
+
+
+def block(marker: str) -> str:
+    """The one Python block of the docs holding `marker` (one of MARKERS)."""
+    assert marker in MARKERS
+    (found,) = [b for b in python_blocks() if marker in b]
+    return found
 
 
 def latest(dsn: str, event_type: str) -> tuple[str, int]:
@@ -51,11 +76,11 @@ def latest(dsn: str, event_type: str) -> tuple[str, int]:
 def test_readme_producer_and_handler_examples_run_as_written(
     stack: Endpoints, run_consumer: Any
 ) -> None:
-    (producer,) = [b for b in python_blocks() if "outbox.append(conn, NewEvent(" in b]
-    (handler,) = [b for b in python_blocks() if "class PaymentHandler(Handler):" in b]
-    (unit_of_work,) = [b for b in python_blocks() if "UnitOfWork(conn) as uow" in b]
-    (session,) = [b for b in python_blocks() if "SessionEvents(session)" in b]
-    (asyncio_block,) = [b for b in python_blocks() if "AsyncOutbox().append(" in b]
+    producer = block("outbox.append(conn, NewEvent(")
+    handler = block("class PaymentHandler(Handler):")
+    unit_of_work = block("UnitOfWork(conn) as uow")
+    session = block("SessionEvents(session)")
+    asyncio_block = block("AsyncOutbox().append(")
     # The examples use unqualified business tables: give them a schema of their own.
     schema = unique("readme")
     with psycopg.connect(stack.dsn, autocommit=True) as conn:
@@ -64,24 +89,24 @@ def test_readme_producer_and_handler_examples_run_as_written(
     with psycopg.connect(dsn) as conn, conn.transaction():
         conn.execute(SCHEMA.read_text())
 
-    exec(compile(producer, "README.md (producer)", "exec"), {"dsn": dsn})  # noqa: S102
+    exec(compile(producer, "docs (producer)", "exec"), {"dsn": dsn})  # noqa: S102
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT status FROM orders WHERE order_id = 'o-42'").fetchone() == (
             "CREATED",
         )
     uow_names: dict[str, Any] = {"dsn": dsn}
-    exec(compile(unit_of_work, "README.md (unit of work)", "exec"), uow_names)  # noqa: S102
+    exec(compile(unit_of_work, "docs (unit of work)", "exec"), uow_names)  # noqa: S102
     assert latest(dsn, "OrderShipped") == ("SHIPPED", 2)
-    exec(compile(session, "README.md (SQLAlchemy)", "exec"), uow_names)  # noqa: S102
+    exec(compile(session, "docs (SQLAlchemy)", "exec"), uow_names)  # noqa: S102
     uow_names["engine"].dispose()  # its pooled connection, closed before it is collected
     assert latest(dsn, "OrderDelivered") == ("DELIVERED", 3)
-    exec(compile(asyncio_block, "README.md (asyncio)", "exec"), {"dsn": dsn})  # noqa: S102
+    exec(compile(asyncio_block, "docs (asyncio)", "exec"), {"dsn": dsn})  # noqa: S102
     assert latest(dsn, "OrderCancelled") == ("CANCELLED", 4)
     with psycopg.connect(dsn) as conn:
         conn.execute("UPDATE orders SET status = 'CREATED' WHERE order_id = 'o-42'")
 
     namespace: dict[str, Any] = {}
-    exec(compile(handler, "README.md (handler)", "exec"), namespace)  # noqa: S102
+    exec(compile(handler, "docs (handler)", "exec"), namespace)  # noqa: S102
     payment_handler: Handler = namespace["PaymentHandler"]()
     with psycopg.connect(dsn) as conn, conn.transaction():
         Outbox().append(
@@ -112,8 +137,8 @@ def test_readme_handler_test_runs_in_a_users_project_on_the_plugin(
     """The README's sample test, in a project of its own (the handler as `payments.py`),
     run by pytest with nothing but cdcbox installed: the plugin loads by its entry point
     and finds the stack through the CDCBOX_* variables."""
-    (handler,) = [b for b in python_blocks() if "class PaymentHandler(Handler):" in b]
-    (sample,) = [b for b in python_blocks() if "def test_a_payment_marks_its_order_paid" in b]
+    handler = block("class PaymentHandler(Handler):")
+    sample = block("def test_a_payment_marks_its_order_paid")
     (tmp_path / "payments.py").write_text(handler)
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_payments.py").write_text(sample)
@@ -142,11 +167,11 @@ def test_readme_handler_test_runs_in_a_users_project_on_the_plugin(
 def test_readme_typed_and_async_handler_examples_run_as_written(stack: Endpoints) -> None:
     """Through the consumer's real pipeline on the stack's PostgreSQL (the harness: the
     Kafka leg is the same for every handler and covered above)."""
-    (typed,) = [b for b in python_blocks() if "class ShipmentHandler(Handler):" in b]
-    (async_block,) = [b for b in python_blocks() if "class AsyncPaymentHandler(AsyncHandler):" in b]
+    typed = block("class ShipmentHandler(Handler):")
+    async_block = block("class AsyncPaymentHandler(AsyncHandler):")
     namespace: dict[str, Any] = {}
-    exec(compile(typed, "README.md (typed payload)", "exec"), namespace)  # noqa: S102
-    exec(compile(async_block, "README.md (async handler)", "exec"), namespace)  # noqa: S102
+    exec(compile(typed, "docs (typed payload)", "exec"), namespace)  # noqa: S102
+    exec(compile(async_block, "docs (async handler)", "exec"), namespace)  # noqa: S102
     schema = unique("readme_handlers")
     with psycopg.connect(stack.dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
@@ -178,9 +203,9 @@ def test_readme_handler_that_produces_runs_as_written(stack: Endpoints) -> None:
     """The stock handler answers each order from its own outbox, in the order's
     transaction: reserved when every line is in stock, rejected (nothing reserved)
     otherwise, each answer naming its order event as cause."""
-    (block,) = [b for b in python_blocks() if "class StockHandler(Handler):" in b]
+    example = block("class StockHandler(Handler):")
     namespace: dict[str, Any] = {}
-    exec(compile(block, "README.md (handler that produces)", "exec"), namespace)  # noqa: S102
+    exec(compile(example, "docs (handler that produces)", "exec"), namespace)  # noqa: S102
     line = lambda sku, n: {"sku": sku, "quantity": n}  # noqa: E731
     orders = [
         NewEvent("order", "o-1", "OrderCreated", {"lines": [line("a", 2), line("b", 1)]}),
@@ -208,9 +233,9 @@ def test_readme_handler_that_produces_runs_as_written(stack: Endpoints) -> None:
 def test_readme_foreign_handler_reads_its_producers_records(stack: Endpoints) -> None:
     """The README's handler for another producer's records, through the real pipeline:
     its header names and topic pattern are what it subscribes to and decodes with."""
-    (block,) = [b for b in python_blocks() if "class ShipmentEvents(Handler):" in b]
+    example = block("class ShipmentEvents(Handler):")
     namespace: dict[str, Any] = {}
-    exec(compile(block, "README.md (foreign producer)", "exec"), namespace)  # noqa: S102
+    exec(compile(example, "docs (foreign producer)", "exec"), namespace)  # noqa: S102
     handler = namespace["ShipmentEvents"]()
     assert handler.subscribed_topics() == ("shipment.events",)
     record = Record(
@@ -248,3 +273,12 @@ def readme_schema(stack: Endpoints, prefix: str) -> Iterator[tuple[str, DbNames]
             conn.execute(
                 sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
             )
+
+
+def test_the_avro_example_loads_the_shipped_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from the repository's root, as the guide shows it."""
+    monkeypatch.chdir(ROOT)
+    example = block('schemas = Catalogue.load(Path("schemas/avro"))')
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs (Avro)", "exec"), namespace)  # noqa: S102
+    assert "OrderCreated" in namespace["outbox"].schemas.events

@@ -4,9 +4,9 @@ The source of truth is the outbox rows read back at the end: a commit that raise
 ambiguous, and the read-back decides. Effects land in a business table with no unique
 constraint (`fault_effect`), so an event applied twice is visible as two rows.
 Every scenario appends its ledger to `CDCBOX_LEDGER_FILE` (JSON lines); `scripts/test`
-prints them as a table (`python -m tests.faults.ledger FILE`). `--readme` also writes
-that table into README.md between its ledger markers; the file it came from is kept under
-tests/faults/results/ and the README names it.
+prints them as a table (`python -m tests.faults.ledger FILE`). `--docs` also writes
+that table into docs/faults.md between its ledger markers; the file it came from is kept
+under tests/faults/results/ and the page names it.
 """
 
 from __future__ import annotations
@@ -260,26 +260,27 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+# The documentation page that shows the committed ledger (mkdocs builds it; see mkdocs.yml).
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
 BEGIN, END = "<!-- fault-ledger:begin -->", "<!-- fault-ledger:end -->"
 
 
-def readme_section(source: Path) -> str:
-    """What README.md holds between its markers for the results file `source`."""
+def page_section(source: Path) -> str:
+    """What docs/faults.md holds between its markers for the results file `source`."""
     rows = [json.loads(line) for line in source.read_text().splitlines()]
-    relative = source.resolve().relative_to(README.parent)
-    return f"{BEGIN}\nFrom [`{relative}`]({relative}):\n\n{table(rows)}\n{END}"
+    relative = source.resolve().relative_to(PAGE.parents[1])
+    return f"{BEGIN}\nFrom `{relative}`:\n\n{table(rows)}\n{END}"
 
 
-def write_readme(source: Path) -> None:
-    text = README.read_text()
+def write_page(source: Path) -> None:
+    text = PAGE.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    README.write_text(text[:start] + readme_section(source) + text[end:])
+    PAGE.write_text(text[:start] + page_section(source) + text[end:])
 
 
 if __name__ == "__main__":
     source = Path(sys.argv[-1])
-    if "--readme" in sys.argv:
-        write_readme(source)
+    if "--docs" in sys.argv:
+        write_page(source)
     elif source.exists() and source.stat().st_size:
         print(table([json.loads(line) for line in source.read_text().splitlines()]))

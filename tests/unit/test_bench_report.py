@@ -1,4 +1,4 @@
-"""The README's performance section is the newest committed results file's, and the
+"""The documentation's performance section is the newest committed results file's, and the
 targets are judged as they say: not measured is never met."""
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ from bench import report
 from bench.targets import TARGETS, judged
 
 
-def test_the_readme_shows_the_newest_committed_results() -> None:
-    text = report.README.read_text()
+def test_the_docs_show_the_newest_committed_results_and_their_plot() -> None:
+    text = report.PAGE.read_text()
     shown = text[text.index(report.BEGIN) : text.index(report.END) + len(report.END)]
     newest = report.latest()
-    assert shown == report.section(newest), f"run: python -m bench.report {newest} --readme"
+    assert shown == report.section(newest), f"run: python -m bench.report {newest} --docs"
+    plot = newest.with_suffix(".png")
+    assert (report.PLOTS / plot.name).read_bytes() == plot.read_bytes()
 
 
 def _cdc_run(delivered: float, reached: bool, drain_s: float | None) -> dict[str, Any]:
@@ -44,7 +46,7 @@ def test_targets_judge_limits_both_ways_and_report_what_was_not_measured() -> No
 
 
 def test_a_new_results_file_does_not_change_what_the_readme_must_show(tmp_path: Any) -> None:
-    """scripts/bench writes a new, untracked results file: the README still shows the
+    """scripts/bench writes a new, untracked results file: the docs still show the
     committed one until it is committed and regenerated, so scripts/test keeps passing."""
     newest = report.latest()
     fresh = report.RESULTS / "99991231T235959Z-quick.json"

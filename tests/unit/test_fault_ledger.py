@@ -1,4 +1,4 @@
-"""The fault ledger's arithmetic, and the README's ledger is the committed run's."""
+"""The fault ledger's arithmetic, and the documentation's ledger is the committed run's."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def test_a_ledger_is_exact_only_without_loss_double_effect_disorder_or_leak() ->
         assert not ledger.Ledger(**{**clean.__dict__, field: 1}).exact
 
 
-def test_the_readme_shows_the_latest_committed_ledger() -> None:
+def test_the_docs_show_the_latest_committed_ledger() -> None:
     latest = max(committed(RESULTS, "ledger-*.jsonl"))  # a new run's file is not yet
-    text = ledger.README.read_text()
+    text = ledger.PAGE.read_text()
     shown = text[text.index(ledger.BEGIN) : text.index(ledger.END) + len(ledger.END)]
-    assert shown == ledger.readme_section(latest), "run: python -m tests.faults.ledger --readme"
+    assert shown == ledger.page_section(latest), "run: python -m tests.faults.ledger --docs FILE"

@@ -127,9 +127,9 @@ def test_the_shipped_fleet_specs_render_without_collisions() -> None:
     }
 
 
-def test_the_readmes_service_spec_is_the_shipped_one() -> None:
-    """The README shows connectors/fleet/orders.yaml as it is (comments aside)."""
-    readme = (resource_dir("connectors").parent / "README.md").read_text()
+def test_the_docs_service_spec_is_the_shipped_one() -> None:
+    """The topologies page shows connectors/fleet/orders.yaml as it is (comments aside)."""
+    readme = (resource_dir("connectors").parent / "docs/concepts/topologies.md").read_text()
     (block,) = re.findall(r"```yaml\n(# connectors/fleet/orders.yaml\n.*?)```", readme, re.S)
     shipped = resource_dir("connectors") / "fleet" / "orders.yaml"
     assert yaml.safe_load(block) == yaml.safe_load(shipped.read_text())
