@@ -1,4 +1,4 @@
-"""Outbox and inbox statistics and retention, the seed's backlog metrics and cleanup.
+"""Outbox and inbox statistics and retention, backlog figures and cleanup.
 
 Purges delete in small batches (one short transaction each) so they never hold locks or
 bloat WAL for long. They never delete what is still needed: in CDC mode no outbox row the
@@ -153,7 +153,7 @@ def _check_connector_reads(
 
 @dataclass(frozen=True)
 class InboxFloor:
-    """The seed's formula: no redelivery can arrive after topic retention + the longest
+    """The retention floor: no redelivery can arrive after topic retention + the longest
     retry window + the window people need to repair and replay by hand. A topic that
     keeps events forever (`topic_retention` None) leaves no safe floor at all."""
 

@@ -19,7 +19,7 @@ def default_worker_id() -> str:
 
 @dataclass(frozen=True)
 class RelayBackoff:
-    """The seed's schedule: min(300 s, 2^min(n, 8) s) after the n-th failure, jittered."""
+    """The backoff: min(300 s, 2^min(n, 8) s) after the n-th failure, jittered."""
 
     cap_s: float = 300.0
     max_exponent: int = 8

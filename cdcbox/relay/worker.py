@@ -2,7 +2,7 @@
 
 The whole batch is sent and flushed (acks=all, idempotent producer) before one UPDATE
 marks the acknowledged rows SENT: no row is SENT that Kafka has not acknowledged. A row
-that fails goes to RETRY with the seed's backoff, or DEAD after the last attempt (at once
+that fails goes to RETRY with an exponential backoff, or DEAD after the last attempt (at once
 when Kafka refuses it for good, e.g. over max.request.size); its aggregate's later rows in
 the batch are not sent after a refused send, and are released (without spending an
 attempt) to go out after it, so the last copy a consumer sees of each event is in order.
