@@ -1,4 +1,5 @@
-"""The wire contract both relays emit (docs/concepts/wire-contract.md): topic, key, value and header names.
+"""The wire contract both relays emit: topic, key, value and header names (documented in
+docs/concepts/wire-contract.md).
 
 Kept in one module so the producer, the Debezium connector spec, the polling relay and
 the consumer can never drift apart on a name.
