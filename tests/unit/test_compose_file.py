@@ -300,3 +300,13 @@ def test_the_existing_infrastructure_file_refuses_a_missing_endpoint_naming_it(
     result = resolve_existing(tmp_path, env)
     assert result.returncode != 0
     assert "your Kafka Connect REST URL" in result.stderr
+
+
+def test_container_healthchecks_probe_liveness(resolved: dict[str, Any], tmp_path: Path) -> None:
+    """A container is unhealthy when its loop is dead (/healthz), not while it waits for
+    partitions or its database (/readyz is an orchestrator's readiness probe)."""
+    existing = yaml.safe_load(resolve_existing(tmp_path, EXISTING_ENV).stdout)["services"]
+    for services in (resolved["services"], existing):
+        for name, service in services.items():
+            probe = " ".join((service.get("healthcheck") or {}).get("test", []))
+            assert "/readyz" not in probe, name
