@@ -22,6 +22,7 @@ from cdcbox.observe.pipeline_state import (
     ConnectorState,
     InboxCount,
     OutboxState,
+    ParkedCount,
     PartitionLag,
     PipelineState,
     Sources,
@@ -120,6 +121,7 @@ def _exporter() -> list[Metric]:
         inbox=[InboxCount("c", "PROCESSED", 1)],
         connectors=[ConnectorState("c", "RUNNING", ("RUNNING",))],
         lags=[PartitionLag("g", "t", 0, 0)],
+        parked=[ParkedCount("c", 1)],
     )
     sources = Sources(dsn="postgresql://x", kafka=KafkaSettings("k:9092"))
     metrics = metrics_of(state, sources)

@@ -49,6 +49,7 @@ def metrics_of(state: PipelineState, sources: Sources) -> list[Metric]:
         *_outbox(state.outboxes, labelled),
         *(_slots(state) if read_postgres else []),
         *_inbox(state, labelled),
+        *(_parked(state, labelled) if read_postgres else []),
         *_connectors(state),
         *_lags(state),
     ]
@@ -112,6 +113,19 @@ def _inbox(state: PipelineState, labelled: bool) -> list[Metric]:
         service = [count.service] if labelled else []
         inbox.add_metric([*service, count.consumer, count.status], count.rows)
     return [inbox]
+
+
+def _parked(state: PipelineState, labelled: bool) -> list[Metric]:
+    parked = _gauge(
+        "cdcbox_parked_aggregates",
+        "Aggregates a consumer holds back behind a dead-lettered event (cdc-ctl parked list)",
+        labelled,
+        "consumer",
+    )
+    for count in state.parked:
+        service = [count.service] if labelled else []
+        parked.add_metric([*service, count.consumer], count.aggregates)
+    return [parked]
 
 
 def _connectors(state: PipelineState) -> list[Metric]:

@@ -54,6 +54,15 @@ class InboxCount:
 
 
 @dataclass(frozen=True)
+class ParkedCount:
+    """Aggregates one consumer name holds parked behind a dead-lettered event."""
+
+    consumer: str
+    aggregates: int
+    service: str = ""
+
+
+@dataclass(frozen=True)
 class ConnectorState:
     """A connector's state and each of its tasks' states."""
 
@@ -119,6 +128,7 @@ class PipelineState:
     connectors: Sequence[ConnectorState] = ()
     lags: Sequence[PartitionLag] = ()
     errors: dict[str, str] = field(default_factory=dict)  # source → why it was not read
+    parked: Sequence[ParkedCount] = ()
 
 
 def read_state(sources: Sources) -> PipelineState:
@@ -127,14 +137,16 @@ def read_state(sources: Sources) -> PipelineState:
     outboxes: list[OutboxState] = []
     slots: dict[str, SlotStatus] = {}  # per cluster: the same slot seen from each database
     inbox: list[InboxCount] = []
+    parked: list[ParkedCount] = []
     connectors: Sequence[ConnectorState] = ()
     lags: Sequence[PartitionLag] = ()
     for database in sources.databases():
         try:
             with connect(database.dsn) as conn:
-                outbox, counts = read_database(conn, sources.names, database.name)
+                outbox, counts, held = read_database(conn, sources.names, database.name)
                 outboxes += [outbox] if outbox is not None else []
                 inbox += [c for c in counts if matches(c.consumer, sources.consumers)]
+                parked += [p for p in held if matches(p.consumer, sources.consumers)]
                 slots.update((s.name, s) for s in slot_status(conn))
         except (CdcboxError, psycopg.Error) as e:
             errors[Sources.source_name(database)] = _one_line(e)
@@ -149,14 +161,16 @@ def read_state(sources: Sources) -> PipelineState:
         except CdcboxError as e:
             errors["kafka"] = _one_line(e)
     ordered_slots = [slots[name] for name in sorted(slots)]
-    return PipelineState(time.time(), outboxes, ordered_slots, inbox, connectors, lags, errors)
+    return PipelineState(
+        time.time(), outboxes, ordered_slots, inbox, connectors, lags, errors, parked
+    )
 
 
 def read_database(
     conn: psycopg.Connection[Any], names: DbNames, service: str
-) -> tuple[OutboxState | None, list[InboxCount]]:
-    """One database's outbox and inbox counts, each only where its table exists: a
-    consume-only database has no outbox, a produce-only one no inbox."""
+) -> tuple[OutboxState | None, list[InboxCount], list[ParkedCount]]:
+    """One database's outbox, inbox counts and parked aggregates, each only where its
+    table exists: a consume-only database has no outbox, a produce-only one no inbox."""
     present = conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
         (f'"{names.schema}"."{names.outbox}"', f'"{names.schema}"."{names.inbox}"'),
@@ -171,7 +185,18 @@ def read_database(
         polling = recorded_relay_mode(conn, names) == "polling"
         outbox = dataclasses.replace(read_outbox(conn, names, polling), service=service)
     counts = read_inbox(conn, names, service) if has_inbox else []
-    return outbox, counts
+    held = read_parked(conn, names, service) if has_inbox else []
+    return outbox, counts, held
+
+
+def read_parked(conn: psycopg.Connection[Any], names: DbNames, service: str) -> list[ParkedCount]:
+    """Parked aggregates per consumer name (a table of the few held back: no scan of note)."""
+    rows = conn.execute(
+        sql.SQL("SELECT consumer_name, count(*) FROM {} GROUP BY 1 ORDER BY 1").format(
+            names.table("parked")
+        )
+    ).fetchall()
+    return [ParkedCount(consumer, int(n), service) for consumer, n in rows]
 
 
 def read_outbox(conn: psycopg.Connection[Any], names: DbNames, polling: bool) -> OutboxState:

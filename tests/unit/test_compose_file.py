@@ -234,8 +234,16 @@ def test_grafana_is_provisioned_with_the_dashboard_on_the_prometheus_datasource(
     (datasource,) = source["datasources"]
     assert datasource["url"] == "http://prometheus:9090"
     dashboard = json.loads((grafana_dir / "dashboards/cdcbox.json").read_text())
+    # Importable into any Grafana: every query reads the datasource variable, which
+    # defaults to the provisioned one here.
     uids = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]}
-    assert uids == {datasource["uid"]}
+    assert uids == {"${datasource}"}
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["current"]["value"] == datasource["uid"]
+    assert {"consumer", "group"} <= set(variables)
+    titles = {p["title"] for p in dashboard["panels"]}
+    assert {"Circuit breaker open", "Parked aggregates", "Sources the exporter reads"} <= titles
     tests = {n: s["healthcheck"]["test"] for n, s in services.items() if "healthcheck" in s}
     assert tests["prometheus"][:2] == ["CMD", "wget"]
     assert tests["grafana"][:2] == ["CMD", "wget"]

@@ -17,6 +17,7 @@ from cdcbox.observe.pipeline_state import (
     ConnectorState,
     InboxCount,
     OutboxState,
+    ParkedCount,
     PartitionLag,
     PipelineState,
     ServiceDb,
@@ -39,6 +40,7 @@ def state(taken_at: float, last_id: int, processed: int, **overrides: object) ->
             InboxCount("inventory", "FAILED", 1),
         ],
         "connectors": [ConnectorState("cdcbox-outbox", "RUNNING", ("RUNNING", "FAILED"))],
+        "parked": [ParkedCount("inventory", 2)],
         "lags": [PartitionLag("inventory-service", "outbox.event.order", 0, 7)],
     }
     values.update(overrides)
@@ -66,6 +68,7 @@ def test_the_exporter_serves_each_reading_and_marks_an_unread_source_down() -> N
     assert "cdcbox_outbox_rows" not in text  # a CDC database has no polling backlog
     assert 'cdcbox_slot_retained_wal_bytes{slot="cdcbox_outbox"} 2.097152e+06' in text
     assert 'cdcbox_inbox_rows{consumer="inventory",status="FAILED"} 1.0' in text
+    assert 'cdcbox_parked_aggregates{consumer="inventory"} 2.0' in text
     assert (
         'cdcbox_connector_running{connector="cdcbox-outbox",state="RUNNING",task="-1"} 1.0' in text
     )
