@@ -94,6 +94,15 @@ def settings(ctx: click.Context) -> Settings:
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Only say what would be done; change nothing."
+)
+
+
+def confirm(yes: bool, question: str) -> None:
+    """Ask `question` unless --yes; a no (or no terminal to ask on) aborts, exit 1."""
+    if not yes:
+        click.confirm(question, abort=True)
 
 
 class DeletingProgress:

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import click
 
-from cdcbox.cli.common import json_option, print_json, print_table, yes_option
+from cdcbox.cli.common import (
+    confirm,
+    dry_run_option,
+    json_option,
+    print_json,
+    print_table,
+    yes_option,
+)
 from cdcbox.cli.common import settings as settings_of
 from cdcbox.connect import connectors as specs
 from cdcbox.connect.offsets import delete_forgetting_offsets
@@ -169,11 +176,22 @@ _simple("stop", "Stop a connector (STOPPED: tasks shut down, config kept).", "st
     help="Also delete its offsets, so a connector created again under this name starts "
     "from its slot (needed once the slot is dropped and made anew).",
 )
+@yes_option
+@dry_run_option
 @click.pass_context
-def delete_command(ctx: click.Context, connector: str, forget_offsets: bool) -> None:
+def delete_command(
+    ctx: click.Context, connector: str, forget_offsets: bool, yes: bool, dry_run: bool
+) -> None:
     """Delete a connector. Its slot stays (`cdc-ctl slot drop`), and Connect keeps its
-    offsets unless --forget-offsets."""
+    offsets unless --forget-offsets. Asks first, unless --yes."""
     client = settings_of(ctx).connect_client()
+    what = f"delete connector {connector}" + (" and its offsets" if forget_offsets else "")
+    if client.config(connector) is None:
+        raise UsageError(f"no connector {connector!r} on this Connect cluster")
+    if dry_run:
+        click.echo(f"would {what}")
+        return
+    confirm(yes, f"{what}?")
     if forget_offsets:
         delete_forgetting_offsets(client, connector)
     else:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from cdcbox.cli.common import json_option, print_json, print_table, settings
+from cdcbox.cli.common import (
+    confirm,
+    dry_run_option,
+    json_option,
+    print_json,
+    print_table,
+    settings,
+    yes_option,
+)
 from cdcbox.errors import UsageError
 from cdcbox.kafka import dlq as dead_letters
 
@@ -59,9 +67,16 @@ def dlq_show(ctx: click.Context, topic: str, event_id: str) -> None:
 @click.argument("topic")
 @click.option("--event-id", "event_ids", multiple=True, help="Replay these (repeatable).")
 @click.option("--all", "replay_all", is_flag=True, help="Replay every dead letter.")
+@yes_option
+@dry_run_option
 @click.pass_context
 def dlq_replay(
-    ctx: click.Context, topic: str, event_ids: tuple[str, ...], replay_all: bool
+    ctx: click.Context,
+    topic: str,
+    event_ids: tuple[str, ...],
+    replay_all: bool,
+    yes: bool,
+    dry_run: bool,
 ) -> None:
     """Republish dead letters to their original topic, same key, value and event id.
 
@@ -74,6 +89,11 @@ def dlq_replay(
     letters = dead_letters.select(
         dead_letters.read(kafka, topic), None if replay_all else set(event_ids)
     )
+    if dry_run:
+        click.echo(f"would replay {len(letters)} dead letter(s) from {topic}")
+        return
+    if replay_all:
+        confirm(yes, f"replay all {len(letters)} dead letter(s) from {topic}?")
     with s.database() as conn, click.progressbar(length=len(letters), label="replaying") as bar:
         count = dead_letters.replay(
             kafka, letters, progress=bar.update, parked_in=conn, names=s.names

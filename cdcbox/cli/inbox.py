@@ -6,10 +6,13 @@ import click
 
 from cdcbox.cli.common import (
     DeletingProgress,
+    confirm,
+    dry_run_option,
     json_option,
     print_json,
     print_table,
     settings,
+    yes_option,
 )
 from cdcbox.ops import retention
 
@@ -53,6 +56,8 @@ def inbox_stats(ctx: click.Context, as_json: bool) -> None:
 )
 @click.option("--force", is_flag=True, help="Purge below the safety floor anyway.")
 @click.option("--batch", type=int, default=5000, show_default=True)
+@yes_option
+@dry_run_option
 @click.pass_context
 def inbox_purge(
     ctx: click.Context,
@@ -62,8 +67,11 @@ def inbox_purge(
     repair_window: str,
     force: bool,
     batch: int,
+    yes: bool,
+    dry_run: bool,
 ) -> None:
-    """Delete processed inbox rows older than the retention, never below the safety floor."""
+    """Delete processed inbox rows older than the retention, never below the safety
+    floor; says how many first and asks, unless --yes."""
     s = settings(ctx)
     age = retention.parse_duration(older_than)
     retry, repair = retention.parse_duration(retry_window), retention.parse_duration(repair_window)
@@ -75,7 +83,17 @@ def inbox_purge(
         else retention.inbox_floor(s.kafka(), retry, repair)
     )
     with s.database() as conn, DeletingProgress() as bar:
-        deleted = retention.purge_inbox(
-            conn, age, floor, force=force, names=s.names, batch=batch, progress=bar
-        )
+
+        def purge(dry: bool) -> int:
+            return retention.purge_inbox(
+                conn, age, floor, force=force, names=s.names, batch=batch, progress=bar,
+                dry_run=dry,
+            )  # fmt: skip
+
+        planned = purge(dry=True)
+        if dry_run:
+            click.echo(f"would delete {planned} inbox rows")
+            return
+        confirm(yes, f"delete {planned} processed inbox rows older than {older_than}?")
+        deleted = purge(dry=False)
     click.echo(f"deleted {deleted} inbox rows")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from cdcbox.cli.common import LSN, print_json, settings, yes_option
+from cdcbox.cli.common import LSN, confirm, dry_run_option, print_json, settings, yes_option
 from cdcbox.connect import offsets as connector_offsets
 from cdcbox.connect.client import ConnectClient
 
@@ -30,12 +30,14 @@ def _change(
     what: str,
     yes: bool,
     apply: Callable[[ConnectClient], None],
+    dry_run: bool = False,
 ) -> None:
     client = settings(ctx).connect_client()
-    if not yes:
-        click.confirm(
-            f"{what} for {connector!r}: the connector is stopped meanwhile. Go on?", abort=True
-        )
+    if dry_run:
+        click.echo(f"would {what} for {connector!r}; its offsets now: ")
+        click.echo(json.dumps(client.offsets(connector)))
+        return
+    confirm(yes, f"{what} for {connector!r}: the connector is stopped meanwhile. Go on?")
     before, after = connector_offsets.change_offsets(client, connector, lambda: apply(client))
     click.echo("before: " + json.dumps(before))
     click.echo("after:  " + json.dumps(after))
@@ -44,10 +46,11 @@ def _change(
 @offsets.command("reset")
 @click.argument("connector")
 @yes_option
+@dry_run_option
 @click.pass_context
-def offsets_reset(ctx: click.Context, connector: str, yes: bool) -> None:
+def offsets_reset(ctx: click.Context, connector: str, yes: bool, dry_run: bool) -> None:
     """Forget the offsets (with snapshot.mode=no_data it resumes at the slot's position)."""
-    _change(ctx, connector, "reset offsets", yes, lambda c: c.reset_offsets(connector))
+    _change(ctx, connector, "reset offsets", yes, lambda c: c.reset_offsets(connector), dry_run)
 
 
 @offsets.command("set")
@@ -59,8 +62,9 @@ def offsets_reset(ctx: click.Context, connector: str, yes: bool) -> None:
     help="WAL position to resume from: 0/16B3748 (as PostgreSQL writes it) or an integer.",
 )
 @yes_option
+@dry_run_option
 @click.pass_context
-def offsets_set(ctx: click.Context, connector: str, lsn: int, yes: bool) -> None:
+def offsets_set(ctx: click.Context, connector: str, lsn: int, yes: bool, dry_run: bool) -> None:
     """Point the connector at a WAL position (events before it are not published again)."""
     _change(
         ctx,
@@ -68,4 +72,5 @@ def offsets_set(ctx: click.Context, connector: str, lsn: int, yes: bool) -> None
         f"set lsn={lsn}",
         yes,
         lambda c: c.alter_offsets(connector, connector_offsets.lsn_offsets(c, connector, lsn)),
+        dry_run,
     )

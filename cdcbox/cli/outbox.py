@@ -8,10 +8,13 @@ import click
 
 from cdcbox.cli.common import (
     DeletingProgress,
+    confirm,
+    dry_run_option,
     json_option,
     print_json,
     print_table,
     settings,
+    yes_option,
 )
 from cdcbox.connect import offsets as connector_offsets
 from cdcbox.migrate import RelayMode, recorded_relay_mode
@@ -59,11 +62,20 @@ def outbox_stats(ctx: click.Context, as_json: bool) -> None:
     help="CDC mode: never delete past what this connector confirmed reading.",
 )
 @click.option("--batch", type=int, default=5000, show_default=True)
+@yes_option
+@dry_run_option
 @click.pass_context
 def outbox_purge(
-    ctx: click.Context, older_than: str, relay: str | None, connector: str, batch: int
+    ctx: click.Context,
+    older_than: str,
+    relay: str | None,
+    connector: str,
+    batch: int,
+    yes: bool,
+    dry_run: bool,
 ) -> None:
-    """Delete old rows no relay needs (CDC: only what the connector has read)."""
+    """Delete old rows no relay needs (CDC: only what the connector has read); says how
+    many first and asks, unless --yes."""
     s = settings(ctx)
     age = retention.parse_duration(older_than)
     with s.database() as conn, DeletingProgress() as bar:
@@ -73,22 +85,33 @@ def outbox_purge(
             client = s.connect_client()
             read_until = connector_offsets.read_position(client, connector)
             config = client.config(connector) or {}
-        result = retention.purge_outbox(
-            conn,
-            age,
-            mode,
-            read_until=read_until,
-            names=s.names,
-            batch=batch,
-            progress=bar,
-            connector_config=config,
-        )
-    if result.capped_by_connector:
-        click.echo(
-            f"connector {connector} has read up to {result.cutoff.isoformat()}Z; "
-            "purged only rows before that",
-            err=True,
-        )
+
+        def purge(dry: bool) -> retention.OutboxPurge:
+            return retention.purge_outbox(
+                conn,
+                age,
+                mode,
+                read_until=read_until,
+                names=s.names,
+                batch=batch,
+                progress=bar,
+                connector_config=config,
+                dry_run=dry,
+            )
+
+        plan = purge(dry=True)
+        if plan.capped_by_connector:
+            click.echo(
+                f"connector {connector} has read up to {plan.cutoff.isoformat()}Z; "
+                "purging only rows before that",
+                err=True,
+            )
+        before = f"created before {plan.cutoff.isoformat()}Z"
+        if dry_run:
+            click.echo(f"would delete {plan.deleted} outbox rows {before}")
+            return
+        confirm(yes, f"delete {plan.deleted} outbox rows {before}?")
+        result = purge(dry=False)
     click.echo(f"deleted {result.deleted} outbox rows created before {result.cutoff.isoformat()}Z")
 
 

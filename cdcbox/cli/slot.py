@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from cdcbox.cli.common import (
+    confirm,
+    dry_run_option,
     json_option,
     print_json,
     print_table,
@@ -80,9 +82,10 @@ def slot_status(ctx: click.Context, warn_bytes: int, as_json: bool) -> None:
     help="Drop even a slot a connector names or that holds unpublished events (they are lost).",
 )
 @yes_option
+@dry_run_option
 @click.pass_context
 def slot_drop(
-    ctx: click.Context, name: str, spec_path: Path | None, force: bool, yes: bool
+    ctx: click.Context, name: str, spec_path: Path | None, force: bool, yes: bool, dry_run: bool
 ) -> None:
     """Drop an abandoned slot: refused while a connector (spec or live) names it or it
     holds outbox events not yet published, unless --force."""
@@ -105,7 +108,9 @@ def slot_drop(
                 f"warning: {plan.describe()}; {plan.unpublished} events will never be published",
                 err=True,
             )
-        if not yes:
-            click.confirm(f"drop replication slot {name!r}?", abort=True)
+        if dry_run:
+            click.echo(f"would drop replication slot {name!r}: {plan.describe()}")
+            return
+        confirm(yes, f"drop replication slot {name!r}?")
         slots.drop_slot(conn, plan, force=force)
     click.echo(f"dropped slot {name}")

@@ -54,11 +54,15 @@ def _purge(
     params: tuple[Any, ...],
     batch: int,
     progress: Callable[[int, int], None],
+    dry_run: bool = False,
 ) -> int:
-    """Count, then delete in batches; `progress(deleted so far, counted)` after each."""
+    """Count, then delete in batches; `progress(deleted so far, counted)` after each.
+    `dry_run`: only count (what a purge would delete now)."""
     with conn.transaction():
         row = conn.execute(count, params).fetchone()
     total = int(row[0]) if row else 0
+    if dry_run:
+        return total
     deleted = 0
     while deleted < total:
         with conn.transaction():
@@ -74,7 +78,7 @@ def _purge(
 class OutboxPurge:
     """What an outbox purge deleted, and whether the connector's position capped it."""
 
-    deleted: int
+    deleted: int  # with dry_run: how many it would delete
     cutoff: datetime  # rows created before this (UTC, naive) were deleted
     capped_by_connector: bool  # the connector's position was earlier than asked
 
@@ -88,6 +92,7 @@ def purge_outbox(
     batch: int = 5000,
     progress: Callable[[int, int], None] = lambda done, total: None,
     connector_config: Mapping[str, str] | None = None,
+    dry_run: bool = False,
 ) -> OutboxPurge:
     """Delete outbox rows older than `older_than` that no relay needs any more.
 
@@ -128,7 +133,7 @@ def purge_outbox(
     delete = sql.SQL(
         "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {c} ORDER BY id LIMIT %s)"
     ).format(t=table, c=condition)
-    deleted = _purge(conn, count, delete, (cutoff,), batch, progress)
+    deleted = _purge(conn, count, delete, (cutoff,), batch, progress, dry_run)
     return OutboxPurge(deleted, cutoff, capped)
 
 
@@ -204,10 +209,11 @@ def purge_inbox(
     names: DbNames = DbNames(),
     batch: int = 5000,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    dry_run: bool = False,
 ) -> int:
     """Delete PROCESSED/SKIPPED inbox rows last touched more than `older_than` ago (FAILED
     ones stay for replay; a replayed row counts from when it was processed); refused
-    below the safety floor unless forced."""
+    below the safety floor unless forced. `dry_run`: how many it would delete."""
     check_inbox_retention(older_than, floor, force)
     table = names.table("inbox")
     # The expression and the status list are those of the partial index 0006 creates.
@@ -219,4 +225,4 @@ def purge_inbox(
         "DELETE FROM {t} WHERE (event_id, consumer_name) IN (SELECT event_id, consumer_name "
         "FROM {t} WHERE {c} LIMIT %s)"
     ).format(t=table, c=condition)
-    return _purge(conn, count, delete, (older_than,), batch, progress)
+    return _purge(conn, count, delete, (older_than,), batch, progress, dry_run)

@@ -84,7 +84,9 @@ def test_connector_lifecycle_offsets_and_slot_drop(
     still_named = ctl("slot", "drop", slot, "--yes")
     assert still_named.exit_code == 2
     assert f"connector {name} streams from it" in still_named.output
-    assert ctl("connectors", "delete", name).exit_code == 0
+    assert "would delete connector" in ctl("connectors", "delete", name, "--dry-run").output
+    assert connect_client.config(name) is not None  # a dry run changes nothing
+    assert ctl("connectors", "delete", name, "--yes").exit_code == 0
     assert connect_client.config(name) is None
     # Gone for good: the slot may still hold outbox rows other tests wrote since the
     # connector's last confirmed position, which --force throws away.
@@ -175,7 +177,12 @@ def test_outbox_and_inbox_retention_keep_what_is_still_needed(
     eventually(lambda: state(connect_client, name) == "STOPPED", what="STOPPED")
     with psycopg.connect(stack.dsn) as conn, conn.transaction():
         OUTBOX.append(conn, NewEvent("order", unread, "Created", {}))
-    purged = ctl("outbox", "purge", "--older-than", "0s", "--connector", name)
+    planned = ctl("outbox", "purge", "--older-than", "0s", "--connector", name, "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert "would delete" in planned.output
+    asked = ctl("outbox", "purge", "--older-than", "0s", "--connector", name)
+    assert asked.exit_code == 1  # no --yes and nobody to answer: aborted, nothing deleted
+    purged = ctl("outbox", "purge", "--older-than", "0s", "--connector", name, "--yes")
     assert purged.exit_code == 0, purged.output
     assert f"connector {name} has read up to" in purged.output
     with psycopg.connect(stack.dsn) as conn:
@@ -191,7 +198,7 @@ def test_outbox_and_inbox_retention_keep_what_is_still_needed(
     short = ctl("inbox", "purge", "--older-than", "1d")
     assert short.exit_code == 2
     assert "shorter than the safety floor" in short.output
-    kept = ctl("inbox", "purge", "--older-than", "30d")
+    kept = ctl("inbox", "purge", "--older-than", "30d", "--yes")
     assert kept.exit_code == 0
     assert "deleted 0 inbox rows" in kept.output
     assert json.loads(ctl("inbox", "stats", "--json").output)
@@ -225,7 +232,8 @@ def test_dead_letters_listed_shown_and_replayed_into_an_exact_effect(
         assert any(p["consumer"] == consumer and p["aggregate_id"] == "x" for p in parked)
 
         outage["on"] = False
-        replayed = ctl("dlq", "replay", topic, "--all")
+        assert "would replay 2" in ctl("dlq", "replay", topic, "--all", "--dry-run").output
+        replayed = ctl("dlq", "replay", topic, "--all", "--yes")
         assert replayed.exit_code == 0, replayed.output
         assert "replayed 2 dead letter(s)" in replayed.output
         eventually(lambda: count_effects(stack.dsn, consumer) == 2, what="both applied")
