@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -228,6 +229,21 @@ def status(config: StackConfig, as_json: bool) -> None:
 
 @stack.command()
 @with_stack_config
-def env(config: StackConfig) -> None:
+@click.option(
+    "--compose",
+    "for_compose",
+    is_flag=True,
+    help="Also what the raw `docker compose` commands of the docs need: the secrets "
+    "directory, the ports and the database the compose file reads.",
+)
+def env(config: StackConfig, for_compose: bool) -> None:
     """Print the DSN, bootstrap servers and Connect URL as shell exports."""
-    click.echo(runner.endpoints(config).exports(), nl=False)
+    exports = runner.endpoints(config).exports()
+    if for_compose:
+        compose = runner.compose_environment(config)
+        exports += "".join(f"export {k}={shlex.quote(v)}\n" for k, v in compose.items())
+        exports += (
+            "# then: docker compose -p cdcbox --env-file infra/versions.env "
+            "-f infra/docker-compose.yml COMMAND\n"
+        )
+    click.echo(exports, nl=False)

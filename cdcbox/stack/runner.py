@@ -266,6 +266,12 @@ def _order(component: Component) -> tuple[int, str]:
     return len(component.name), component.name  # kafka, kafka-1, kafka-2
 
 
+def compose_environment(config: StackConfig) -> dict[str, str]:
+    """The variables infra/docker-compose.yml reads for this stack (its secrets, ports
+    and database), as `stack up --mode compose` passes them."""
+    return ComposeStack(config, _secrets(config)).environment()
+
+
 def endpoints(config: StackConfig) -> Endpoints:
     path = config.state_dir / "endpoints.json"
     if not path.exists():

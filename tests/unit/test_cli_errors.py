@@ -19,6 +19,7 @@ from cdcbox.errors import StackError
 from cdcbox.resources import resource_dir
 from cdcbox.stack.compose import ComposeStack
 from cdcbox.stack.config import StackConfig
+from cdcbox.stack.endpoints import ENV_NAMES, Endpoints
 from cdcbox.stack.secrets import StackSecrets
 
 
@@ -165,3 +166,24 @@ def test_stack_status_as_json_names_each_component_and_exits_1_when_one_is_stopp
     components = json.loads(result.output)
     assert {c["name"] for c in components} >= {"postgres", "kafka", "connect"}
     assert not any(c["running"] for c in components)
+
+
+def test_stack_env_for_compose_adds_what_the_compose_file_reads(tmp_path: Path) -> None:
+    state = tmp_path / "stack"
+    state.mkdir()
+    Endpoints.from_env({name: f"value-of-{name}" for name in ENV_NAMES.values()}).save(
+        state / "endpoints.json"
+    )
+    result = CliRunner().invoke(cli, ["stack", "env", "--compose", "--state-dir", str(state)])
+    assert result.exit_code == 0, result.output
+    exported = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in result.output.splitlines()
+        if line.startswith("export ")
+    )
+    assert exported["CDCBOX_DSN"] == "value-of-CDCBOX_DSN"
+    assert exported["CDCBOX_SECRETS_DIR"] == str((state / "secrets").resolve())
+    assert {"CDCBOX_PG_PORT", "CDCBOX_KAFKA_PORT", "CDCBOX_CONNECT_PORT", "CDCBOX_DATABASE"} <= set(
+        exported
+    )
+    assert "docker compose -p cdcbox --env-file infra/versions.env" in result.output
