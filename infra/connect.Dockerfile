@@ -28,4 +28,6 @@ COPY --from=plugins /plugins /opt/plugins
 COPY --from=plugins /jmx-exporter /opt/jmx-exporter
 COPY observability/jmx-exporter.yml /opt/cdcbox/jmx-exporter.yml
 COPY connect-distributed.properties /opt/cdcbox/connect-distributed.properties
-CMD ["/opt/kafka/bin/connect-distributed.sh", "/opt/cdcbox/connect-distributed.properties"]
+# Configured by environment (CONNECT_<PROPERTY>=...) over those defaults: see the script.
+COPY --chmod=0755 connect-entrypoint.sh /opt/cdcbox/connect-entrypoint.sh
+ENTRYPOINT ["/opt/cdcbox/connect-entrypoint.sh"]

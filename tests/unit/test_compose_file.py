@@ -318,3 +318,57 @@ def test_container_healthchecks_probe_liveness(resolved: dict[str, Any], tmp_pat
         for name, service in services.items():
             probe = " ".join((service.get("healthcheck") or {}).get("test", []))
             assert "/readyz" not in probe, name
+
+
+def render_connect_worker(tmp_path: Path, **env: str) -> dict[str, str]:
+    """The worker properties the Connect image's entrypoint renders from `env`."""
+    result = subprocess.run(
+        ["sh", str(INFRA / "connect-entrypoint.sh")],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CONNECT_DEFAULTS": str(INFRA / "connect-distributed.properties"),
+            "CONNECT_PROPERTIES": str(tmp_path / "worker.properties"),
+            "CONNECT_RENDER_ONLY": "1",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    pairs = [
+        line.split("=", 1)
+        for line in result.stdout.splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), "a property set twice"
+    return dict(pairs)
+
+
+JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    'username="c" password="${file:/run/s:p}";'
+)
+
+
+def test_the_connect_image_is_configured_by_environment(tmp_path: Path) -> None:
+    """Existing Kafka: its brokers, replication factors, security and the payload limit
+    come from CONNECT_* variables; everything else keeps the image's defaults."""
+    worker = render_connect_worker(
+        tmp_path,
+        CONNECT_BOOTSTRAP_SERVERS="b1:9092,b2:9092",
+        CONNECT_CONFIG_STORAGE_REPLICATION_FACTOR="3",
+        CONNECT_SECURITY_PROTOCOL="SASL_SSL",
+        CONNECT_SASL_JAAS_CONFIG=JAAS,
+        CONNECT_PRODUCER_MAX_REQUEST_SIZE="2097152",
+        CONNECT_SCHEDULED_REBALANCE_MAX_DELAY_MS="30000",
+    )
+    assert worker["bootstrap.servers"] == "b1:9092,b2:9092"
+    assert worker["config.storage.replication.factor"] == "3"
+    assert worker["security.protocol"] == "SASL_SSL"
+    assert worker["sasl.jaas.config"] == JAAS
+    assert worker["producer.max.request.size"] == "2097152"
+    assert worker["scheduled.rebalance.max.delay.ms"] == "30000"
+    assert worker["plugin.path"] == "/opt/plugins"  # a default kept
+    assert render_connect_worker(tmp_path)["bootstrap.servers"] == "kafka:19092"
