@@ -8,7 +8,7 @@ COPY cdcbox /app/cdcbox
 COPY infra /app/infra
 COPY schemas /app/schemas
 COPY connectors /app/connectors
-RUN pip install --no-cache-dir "/app[binary]"
+RUN pip install --no-cache-dir "/app[binary,cli]"
 # The example services (consumer/) are found from the working directory.
 COPY consumer /app/consumer
 USER cdcbox

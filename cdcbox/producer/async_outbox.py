@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from cdcbox.avro import Catalogue
 from cdcbox.errors import UsageError
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
@@ -23,6 +22,8 @@ from cdcbox.producer.outbox import NewEvent, Outbox
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
+
+    from cdcbox.avro import Catalogue  # Avro (fastavro) only for those who load one
 
 
 class AsyncOutbox:

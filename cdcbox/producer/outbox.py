@@ -12,13 +12,12 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from cdcbox.avro import Catalogue
 from cdcbox.errors import SchemaError, UsageError
 from cdcbox.event import MAX_VERSION
 from cdcbox.ids import uuid7
@@ -26,6 +25,9 @@ from cdcbox.limits import AGGREGATE_TYPE, FIELD_MAX_BYTES, EventLimits
 from cdcbox.names import DbNames
 from cdcbox.telemetry.tracing import current_traceparent
 from cdcbox.wire import CONTENT_TYPE_JSON, DLQ_SUFFIX
+
+if TYPE_CHECKING:
+    from cdcbox.avro import Catalogue  # Avro (fastavro) only for those who load one
 
 # The columns a producer writes; the polling relay reads the same ones back.
 EVENT_COLUMNS = (
