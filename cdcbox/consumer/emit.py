@@ -15,17 +15,17 @@ import dataclasses
 from cdcbox.errors import UsageError
 from cdcbox.event import Event
 from cdcbox.producer.outbox import NewEvent, Outbox
-from cdcbox.telemetry.tracing import current_traceparent
+from cdcbox.telemetry.tracing import continuing
 
 
 def caused_by(cause: Event, event: NewEvent) -> NewEvent:
     """`event` as emitted while handling `cause`: its causation id is `cause`'s event id,
     and it continues `cause`'s trace unless it names a trace of its own (with
-    OpenTelemetry, as a child of the record's span)."""
+    OpenTelemetry, as a child of the record's span when that span is in `cause`'s trace)."""
     return dataclasses.replace(
         event,
         causation_id=event.causation_id or str(cause.event_id),
-        trace_id=event.trace_id or current_traceparent() or cause.trace_id,
+        trace_id=event.trace_id or continuing(cause.trace_id),
     )
 
 

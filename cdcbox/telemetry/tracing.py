@@ -52,6 +52,24 @@ def current_traceparent() -> str | None:
     return carrier.get("traceparent")
 
 
+def continuing(traceparent: str | None) -> str | None:
+    """The traceparent an event caused by one carrying `traceparent` should carry: the
+    active span's when it belongs to that trace (a child, as the consumer's span of the
+    record is), else `traceparent` itself — a batch's span, linked to many traces, must
+    not move an event out of its own trace."""
+    current = current_traceparent()
+    if traceparent is None:
+        return current
+    if current is not None and _trace_id(current) == _trace_id(traceparent):
+        return current
+    return traceparent
+
+
+def _trace_id(traceparent: str) -> str:
+    parts = traceparent.split("-")
+    return parts[1] if len(parts) > 2 else traceparent
+
+
 def _remote_context(traceparent: str | None) -> Any:
     """The context a traceparent header continues (None: start a new trace)."""
     if _PROPAGATOR is None or not traceparent:

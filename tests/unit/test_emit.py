@@ -47,3 +47,15 @@ def test_emit_outside_a_consumer_names_what_is_missing() -> None:
 
     with pytest.raises(UsageError, match=r"Loose.emit\(\) outside a consumer"):
         Loose().emit(None, CAUSE, NewEvent("stock", "o-1", "StockReserved", {}))  # type: ignore[arg-type]
+
+
+def test_an_emitted_event_stays_in_its_causes_trace_whatever_span_is_active() -> None:
+    """A batch's span (a trace of its own, linked to its records') must not move the
+    events a handler emits out of their cause's trace; a span of the cause's trace (the
+    record's) becomes their parent."""
+    from tests.otel import tracer
+
+    with tracer().start_as_current_span("a batch") as batch:
+        emitted = caused_by(CAUSE, NewEvent("stock", "o-1", "StockReserved", {}))
+    assert emitted.trace_id == TRACE
+    assert batch.get_span_context().trace_id != int(TRACE.split("-")[1], 16)
