@@ -109,20 +109,6 @@ def consumer_span(
     """The CONSUMER span of one record's processing, current while it runs."""
     if not _configured():
         return _NO_SPAN
-    return _consumer_span(topic, partition, offset, event_id, key, group, consumer, traceparent)
-
-
-@contextmanager
-def _consumer_span(
-    topic: str,
-    partition: int,
-    offset: int,
-    event_id: str,
-    key: str,
-    group: str,
-    consumer: str,
-    traceparent: str | None,
-) -> Iterator[RecordSpan]:
     attributes = {
         "messaging.system": SYSTEM,
         "messaging.operation.type": "process",
@@ -135,11 +121,15 @@ def _consumer_span(
         "messaging.consumer.group.name": group,
         "cdcbox.consumer": consumer,
     }
+    return _record_span(f"process {topic}", traceparent, attributes)
+
+
+@contextmanager
+def _record_span(
+    name: str, traceparent: str | None, attributes: dict[str, Any]
+) -> Iterator[RecordSpan]:
     with _tracer().start_as_current_span(
-        f"process {topic}",
-        context=_remote_context(traceparent),
-        kind=SpanKind.CONSUMER,
-        attributes=attributes,
+        name, context=_remote_context(traceparent), kind=SpanKind.CONSUMER, attributes=attributes
     ) as span:
         yield RecordSpan(span)
 
