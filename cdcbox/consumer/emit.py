@@ -24,7 +24,7 @@ def caused_by(cause: Event, event: NewEvent) -> NewEvent:
     OpenTelemetry, as a child of the record's span when that span is in `cause`'s trace)."""
     return dataclasses.replace(
         event,
-        causation_id=event.causation_id or str(cause.event_id),
+        causation_id=event.causation_id or cause.id_text,
         trace_id=event.trace_id or continuing(cause.trace_id),
     )
 

@@ -59,3 +59,9 @@ def test_an_emitted_event_stays_in_its_causes_trace_whatever_span_is_active() ->
         emitted = caused_by(CAUSE, NewEvent("stock", "o-1", "StockReserved", {}))
     assert emitted.trace_id == TRACE
     assert batch.get_span_context().trace_id != int(TRACE.split("-")[1], 16)
+
+
+def test_the_cause_of_an_event_of_another_producer_is_its_id_as_written() -> None:
+    foreign = decode(a_record(headers=[("id", b"order-7-created"), ("eventType", b"OrderCreated")]))
+    emitted = caused_by(foreign, NewEvent("stock", "o-7", "StockReserved", {}))
+    assert emitted.causation_id == "order-7-created"
