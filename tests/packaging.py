@@ -40,7 +40,7 @@ import sys
 from cdcbox.producer import NewEvent, Outbox
 from cdcbox.producer.outbox import event_row
 from cdcbox.migrate import discover
-import cdcbox.testing.plugin  # pytest's entry point: registers nothing here, raises nothing
+import cdcbox.pytest_plugin  # pytest's entry point: registers nothing here, raises nothing
 row = event_row(NewEvent("order", "o-1", "OrderCreated", {"total": 1}))
 assert row.payload == b'{"total":1}' and discover("cdc")
 heavy = {"kafka", "fastavro", "click", "rich", "requests", "prometheus_client", "yaml"}
