@@ -104,5 +104,14 @@ def test_the_getting_started_path_runs_from_a_clean_install(
         consume.send_signal(signal.SIGTERM)
         _, stderr = consume.communicate(timeout=60)
     assert consume.returncode == 0, stderr[-2000:]
-    tested = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], project, env)
+    # The sample test makes its own `orders` table: a schema of its own for it.
+    sample_schema = unique("getting_started_test")
+    with psycopg.connect(stack.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(sample_schema)))
+    sample_dsn = f"{stack.dsn}?options={quote(f'-c search_path={sample_schema},public')}"
+    tested = run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        project,
+        {**env, "CDCBOX_DSN": sample_dsn},
+    )
     assert "1 passed" in tested
