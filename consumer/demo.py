@@ -370,9 +370,8 @@ def main() -> None:
         "--rate",
         type=float,
         default=50,
-        help="Orders/s, steady: 50 is what the whole fleet (six consumers and the "
-        "writers in this one process) sustains on a 2-core machine with the stack beside "
-        "it (0: a burst as fast as the writers go; the round trip then includes the queue).",
+        help="Orders/s, steady; the six consumers and the writers share this one process "
+        "(0: a burst as fast as the writers go; the round trip then includes the queue).",
     )
     parser.add_argument("--timeout", type=float, default=180)
     args = parser.parse_args()
