@@ -3,12 +3,14 @@ for a condition with a deadline is the plugin's `eventually` (never a bare sleep
 
 from __future__ import annotations
 
+import os
 import secrets
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from cdcbox.names import DbNames
@@ -26,6 +28,14 @@ __all__ = [
     "schema_with_orders",
     "unique",
 ]
+
+
+def unavailable(reason: str) -> None:
+    """What a test does when something it needs is not there: in CI (`CI=true`) it fails,
+    naming the reason; elsewhere (a partial local run) it is skipped."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 def unique(prefix: str) -> str:

@@ -47,7 +47,7 @@ class LedgerHandler(Handler):
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         if self.delay_s:
-            time.sleep(self.delay_s)
+            time.sleep(self.delay_s)  # simulated slow work, not synchronisation
         conn.execute(
             "INSERT INTO fault_effect (consumer_name, event_id, aggregate_id, n) "
             "VALUES (%s, %s, %s, %s)",

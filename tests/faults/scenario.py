@@ -4,11 +4,11 @@ counted from the outbox read-back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,16 +240,26 @@ class Scenario:
         """Wait until every committed event has an effect, or the deadline passes (the
         ledger then shows what was lost)."""
         committed = set(ledger.committed_events(self.stack.dsn, self.aggregate_type, self.names))
-        deadline = time.monotonic() + self.settle_timeout_s
-        while time.monotonic() < deadline:
-            missing = committed - ledger.applied_ids(self.stack.dsn, self.consumer)
-            if not missing:
-                return
-            if not self.group.running():
-                self.group.start(1)  # a test hook may have killed the last one
-            if self.relays and not self.relay.running():
-                self.relay.start(1)
-            time.sleep(0.5)
+        groups = [self.group, *([self.relay] if self.relays else [])]
+        self.poll_until(
+            lambda: committed <= ledger.applied_ids(self.stack.dsn, self.consumer), groups
+        )
+
+    def poll_until(self, settled: Callable[[], bool], groups: list[Processes]) -> None:
+        """Poll `settled` until it holds or the settle deadline passes (the ledger then
+        shows what is missing), starting a process in any of `groups` a test hook left
+        without one."""
+
+        def probe() -> bool:
+            if settled():
+                return True
+            for group in groups:
+                if not group.running():
+                    group.start(1)
+            return False
+
+        with contextlib.suppress(AssertionError):  # the deadline passed: counted as is
+            eventually(probe, timeout=self.settle_timeout_s, interval=0.5, what="settled")
 
 
 @dataclass
@@ -288,17 +298,14 @@ class TwoHopScenario(Scenario):
     def settle(self) -> None:
         """Both hops: every committed event applied, then every answer applied."""
         super().settle()
-        deadline = time.monotonic() + self.settle_timeout_s
-        while time.monotonic() < deadline:
+
+        def answered() -> bool:
             answers = set(ledger.committed_events(self.stack.dsn, self.answer_type))
             hop_one = ledger.applied_ids(self.stack.dsn, self.consumer)
-            if len(answers) >= len(hop_one) and answers <= ledger.applied_ids(
-                self.stack.dsn, self.second_consumer
-            ):
-                return
-            if not self.second.running():
-                self.second.start(1)
-            time.sleep(0.5)
+            applied = ledger.applied_ids(self.stack.dsn, self.second_consumer)
+            return len(answers) >= len(hop_one) and answers <= applied
+
+        self.poll_until(answered, [self.second])
 
     def count(self) -> ledger.Ledger:
         first = super().count()

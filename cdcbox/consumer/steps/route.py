@@ -102,6 +102,12 @@ class Router:
         for handler in everyone:
             for topic in handler.subscribed_topics():
                 self._by_topic.setdefault(topic, []).append(handler)
+        # The wire formats each topic's handlers read, distinct, in order: a record is
+        # decoded once in each (almost always one).
+        self._formats = {
+            topic: list(dict.fromkeys(h.wire_format for h in takers))
+            for topic, takers in self._by_topic.items()
+        }
         for event_type, takers in handlers.items():
             for handler in takers:
                 self._check_pinned_version(event_type, handler)
@@ -126,7 +132,7 @@ class Router:
         The envelope is decoded in each wire format the topic's handlers read."""
         candidates = self._by_topic.get(record.topic, [])
         envelopes: dict[wire.WireFormat, Event] = {}
-        for fmt in dict.fromkeys([h.wire_format for h in candidates] or [wire.DEFAULT_FORMAT]):
+        for fmt in self._formats.get(record.topic) or [wire.DEFAULT_FORMAT]:
             try:
                 envelopes[fmt] = decode(record, _undecoded, fmt)
             except Exception as e:  # whatever a record makes decoding raise
