@@ -1,17 +1,21 @@
 """What the consumer costs: cdcbox against bare kafka-python consumers over the same
-pre-filled topic, each in a process of its own (its rate and its peak RSS).
+pre-filled topic, each run in a process of its own (its rate and its peak RSS), the runs
+interleaved round by round (`bench.stats.interleaved`): every rate is the median of the
+rounds with min and max, every ratio the median of the rounds' ratios.
 
 (a) bare decode: poll, json-decode, commit offsets; (b) bare + the business write: (a)
 plus one `executemany` INSERT and COMMIT per poll batch, no inbox; (c) cdcbox, one
-transaction per record (and (c') with a `pipelined` handler); (d) cdcbox batch mode,
-one transaction per poll batch. The events carry aggregate versions, so cdcbox's inbox
-and version guard both run.
+transaction per record, with a plain `handle()` and (c') a `pipelined` one; (d) cdcbox
+batch mode, one transaction per poll batch, with the plain `handle()` users write and
+(d') with a `handle_batch` override doing (b)'s `executemany`. The events carry
+aggregate versions, so cdcbox's inbox and version guard both run.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -20,9 +24,9 @@ from typing import Any
 import psycopg
 from kafka import KafkaConsumer, KafkaProducer
 
-from bench.handlers import EFFECT_DDL, EFFECT_INSERT, effect_handler
+from bench.handlers import EFFECT_DDL, EFFECT_INSERT, Style, effect_handler
 from bench.processes import FORK, peak_rss_mb
-from bench.stats import percentiles
+from bench.stats import interleaved, percentiles, ratio_spread, spread
 from cdcbox import wire
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.kafka.client import KafkaSettings
@@ -103,11 +107,11 @@ def _bare(dsn: str, bootstrap: str, topic: str, count: int, write: bool) -> dict
 
 
 def _cdcbox(
-    dsn: str, bootstrap: str, topic: str, count: int, batch: bool, pipelined: bool = False
+    dsn: str, bootstrap: str, topic: str, count: int, batch: bool, style: Style
 ) -> dict[str, Any]:
-    name = f"bench-{'batch' if batch else 'record'}-{uuid.uuid4().hex[:6]}"
+    name = f"bench-{'batch' if batch else 'record'}-{style}-{uuid.uuid4().hex[:6]}"
     consumer = Consumer(
-        [effect_handler(name, topic.removeprefix(wire.TOPIC_PREFIX), pipelined)],
+        [effect_handler(name, topic.removeprefix(wire.TOPIC_PREFIX), style)],
         ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=name, batch_mode=batch),
     )
     start = time.perf_counter()
@@ -121,34 +125,58 @@ def _cdcbox(
     }
 
 
-def consumer_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
+# Each ratio: (name, numerator run, denominator run).
+RATIOS = (
+    ("per_record / bare_business_write", "cdcbox_per_record", "bare_business_write"),
+    (
+        "per_record_pipelined / bare_business_write",
+        "cdcbox_per_record_pipelined",
+        "bare_business_write",
+    ),
+    ("batch / bare_business_write", "cdcbox_batch", "bare_business_write"),
+    (
+        "batch_handle_batch / bare_business_write",
+        "cdcbox_batch_handle_batch",
+        "bare_business_write",
+    ),
+    ("batch / per_record", "cdcbox_batch", "cdcbox_per_record"),
+)
+
+
+def consumer_cost(dsn: str, bootstrap: str, count: int, rounds: int) -> dict[str, Any]:
+    """Every run reads the same `count` pre-filled records (a fresh group, and for cdcbox a
+    fresh consumer name, so its inbox holds none of them), `rounds` times interleaved."""
     topic = wire.topic_for(f"benchcost{uuid.uuid4().hex[:6]}")
     prefill(bootstrap, topic, count)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(EFFECT_DDL)
-    runs = {
-        "bare_decode": _in_child(_bare, dsn, bootstrap, topic, count, False),
-        "bare_business_write": _in_child(_bare, dsn, bootstrap, topic, count, True),
-        "cdcbox_per_record": _in_child(_cdcbox, dsn, bootstrap, topic, count, False),
-        "cdcbox_per_record_pipelined": _in_child(
-            _cdcbox, dsn, bootstrap, topic, count, False, True
-        ),
-        "cdcbox_batch": _in_child(_cdcbox, dsn, bootstrap, topic, count, True),
-    }
-    rate = {k: v["records_per_s"] for k, v in runs.items()}
+
+    def child(target: Callable[..., dict[str, Any]], *args: Any) -> Callable[[], dict[str, Any]]:
+        return lambda: _in_child(target, dsn, bootstrap, topic, count, *args)
+
+    runs = interleaved(
+        {
+            "bare_decode": child(_bare, False),
+            "bare_business_write": child(_bare, True),
+            "cdcbox_per_record": child(_cdcbox, False, "plain"),
+            "cdcbox_per_record_pipelined": child(_cdcbox, False, "pipelined"),
+            "cdcbox_batch": child(_cdcbox, True, "plain"),
+            "cdcbox_batch_handle_batch": child(_cdcbox, True, "handle_batch"),
+        },
+        rounds,
+    )
     return {
         "records": count,
-        "records_per_s": rate,
-        "rss_mb": {k: v["rss_mb"] for k, v in runs.items()},
+        "rounds": rounds,
+        "records_per_s": {k: spread([r["records_per_s"] for r in v]) for k, v in runs.items()},
+        "rss_mb": {k: max(r["rss_mb"] for r in v) for k, v in runs.items()},
         # Per record: from the start of the transaction that applied it to its COMMIT
-        # (in batch mode, its batch's transaction: no record commits before the batch).
-        "record_ms": {k: v["record_ms"] for k, v in runs.items() if "record_ms" in v},
-        "ratios": {
-            "per_record / bare_business_write": rate["cdcbox_per_record"]
-            / rate["bare_business_write"],
-            "per_record_pipelined / bare_business_write": rate["cdcbox_per_record_pipelined"]
-            / rate["bare_business_write"],
-            "batch / bare_business_write": rate["cdcbox_batch"] / rate["bare_business_write"],
-            "batch / per_record": rate["cdcbox_batch"] / rate["cdcbox_per_record"],
+        # (in batch mode, its batch's transaction: no record commits before the batch);
+        # each percentile the median of the rounds'.
+        "record_ms": {
+            k: {q: statistics.median(r["record_ms"][q] for r in v) for q in ("p50", "p99")}
+            for k, v in runs.items()
+            if "record_ms" in v[0]
         },
+        "ratios": {name: ratio_spread(runs, a, b, "records_per_s") for name, a, b in RATIOS},
     }

@@ -5,19 +5,24 @@ outbox append, and against the floor (the same extra row into a uuid-keyed table
 Statements are prepared (`-M prepared`), as psycopg prepares a statement a connection
 runs repeatedly, and each transaction is pipelined, as the producer guide recommends. The append
 is also measured into a copy of the outbox without its CHECK constraints (migration
-0008, which refuse unpublishable rows at write), to show what those cost."""
+0008, which refuse unpublishable rows at write), to show what those cost. The cases run
+interleaved, round after round: a ratio is taken within a round, never between two
+sequential short runs (on a noisy machine those differ by more than the cost measured)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from bench.pgbench import ISO, UUID7, pgbench_env
+from bench.stats import interleaved, spread
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 
@@ -108,34 +113,55 @@ def outboxes(dsn: str) -> None:
             conn.execute(f"ALTER TABLE {UNCHECKED}.outbox_event DROP CONSTRAINT {name}")
 
 
-def run(dsn: str, pgbench: Path, clients: int, seconds: int) -> dict[str, Any]:
+def _tps(pgbench: Path, dsn: str, script: Path, clients: int, seconds: int) -> dict[str, Any]:
+    command = [str(pgbench), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds)]
+    out = subprocess.run(
+        [*command, "-M", "prepared", "-f", str(script)],
+        env=pgbench_env(dsn),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {"tps": float(re.search(r"tps = ([0-9.]+)", out.stdout).group(1))}  # type: ignore[union-attr]
+
+
+# Each ratio: (name, function of one round's tps by case).
+RATIOS: dict[str, Callable[[dict[str, float]], float]] = {
+    "order: outbox cost": lambda r: 1 - r["order+outbox"] / r["order"],
+    "order: outbox cost, no CHECKs": lambda r: 1 - r["order+outbox, no CHECKs"] / r["order"],
+    "one_row: floor / outbox": lambda r: r["one_row+uuid_floor"] / r["one_row+outbox"],
+    "one_row: floor / outbox, no CHECKs": lambda r: (
+        r["one_row+uuid_floor"] / r["one_row+outbox, no CHECKs"]
+    ),
+    "one_row: outbox / bare": lambda r: r["one_row+outbox"] / r["one_row"],
+}
+
+
+def run(dsn: str, pgbench: Path, clients: int, seconds: int, rounds: int) -> dict[str, Any]:
+    """Every case for `seconds`, the cases interleaved round by round; each ratio is the
+    median of the rounds' ratios, with min and max."""
     outboxes(dsn)
-    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, script in CASES.items():
-            path = Path(tmp) / "case.sql"
-            path.write_text(script)
-            command = [str(pgbench), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds)]
-            out = subprocess.run(
-                [*command, "-M", "prepared", "-f", str(path)],
-                env=pgbench_env(dsn),
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            tps = float(re.search(r"tps = ([0-9.]+)", out.stdout).group(1))  # type: ignore[union-attr]
-            results[name] = {"tps": tps}
-    results["batch_100_outbox"]["events_per_s"] = results["batch_100_outbox"]["tps"] * 100
+        scripts = {name: Path(tmp) / f"case{i}.sql" for i, name in enumerate(CASES)}
+        for name, path in scripts.items():
+            path.write_text(CASES[name])
+        runs = interleaved(
+            {
+                name: partial(_tps, pgbench, dsn, path, clients, seconds)
+                for name, path in scripts.items()
+            },
+            rounds,
+        )
     with psycopg.connect(dsn, autocommit=True) as conn:
         for schema in (SCHEMA, UNCHECKED):
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    r = {k: v["tps"] for k, v in results.items()}
-    floor = r["one_row+uuid_floor"]
-    ratios = {
-        "order: outbox cost": 1 - r["order+outbox"] / r["order"],
-        "order: outbox cost, no CHECKs": 1 - r["order+outbox, no CHECKs"] / r["order"],
-        "one_row: floor / outbox": floor / r["one_row+outbox"],
-        "one_row: floor / outbox, no CHECKs": floor / r["one_row+outbox, no CHECKs"],
-        "one_row: outbox / bare": r["one_row+outbox"] / r["one_row"],
+    by_round = [{name: runs[name][i]["tps"] for name in runs} for i in range(rounds)]
+    tps = {name: spread([r["tps"] for r in values]) for name, values in runs.items()}
+    tps["batch_100_outbox events/s"] = spread([r["batch_100_outbox"] * 100 for r in by_round])
+    return {
+        "clients": clients,
+        "seconds": seconds,
+        "rounds": rounds,
+        "tps": tps,
+        "ratios": {name: spread([f(r) for r in by_round]) for name, f in RATIOS.items()},
     }
-    return {"clients": clients, "seconds": seconds, "tps": results, "ratios": ratios}

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.targets import judged
+from bench.targets import MET, NOT_MEASURED, Measured, judged, median
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "performance.md"
@@ -53,19 +53,39 @@ def _n(value: Any, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _measured(value: Measured | None, unit: str = "") -> str:
+    """One value, or a spread as `median (min to max)`."""
+    if value is None:
+        return "—"
+    if isinstance(value, dict):
+        return f"{_n(value['median'])} ({_n(value['min'])} to {_n(value['max'])}) {unit}".strip()
+    return f"{_n(value)} {unit}".strip()
+
+
 def _targets(results: dict[str, Any]) -> list[str]:
     lines = [
-        "| area | target | limit | measured | measured / limit | |",
+        "| area | target | limit | measured: median (min to max) | median / limit | |",
         "|---|---|---:|---:|---:|---|",
     ]
-    for t, value, met in judged(results):
+    for t, value, verdict in judged(results):
         sign = "≥" if t.at_least else "≤"
-        verdict = "not measured" if met is None else "met" if met else "**missed**"
-        ratio = None if value is None else value / t.limit
+        shown = verdict if verdict in (MET, NOT_MEASURED) else f"**{verdict}**"
+        ratio = None if value is None else median(value) / t.limit
         lines.append(
             f"| {t.area} | {t.what} | {sign} {_n(float(t.limit))} {t.unit} | "
-            f"{_n(value)} {t.unit if value is not None else ''} | {_n(ratio)} | {verdict} |"
+            f"{_measured(value, t.unit)} | {_n(ratio)} | {shown} |"
         )
+    return lines
+
+
+def _ratios(title: str, ratios: dict[str, Measured]) -> list[str]:
+    lines = [f"| {title} | median | min | max |", "|---|---:|---:|---:|"]
+    for name, value in ratios.items():
+        if isinstance(value, dict):
+            lines.append(
+                f"| {name.replace('_', ' ')} | {_n(value['median'])} | {_n(value['min'])} "
+                f"| {_n(value['max'])} |"
+            )
     return lines
 
 
@@ -93,18 +113,19 @@ def _e2e(results: dict[str, Any]) -> list[str]:
 
 def _consumer(results: dict[str, Any]) -> list[str]:
     cost = results["consumer_cost"]
+    rounds = cost.get("rounds", 1)
     lines = [
-        f"| consumer ({cost['records']:,} pre-filled records) | records/s | "
-        "p50 / p99 ms per record | peak RSS MB |",
+        f"| consumer ({cost['records']:,} pre-filled records, {rounds} interleaved rounds) "
+        "| records/s: median (min to max) | p50 / p99 ms per record | peak RSS MB |",
         "|---|---:|---:|---:|",
     ]
     for name, rate in cost["records_per_s"].items():
         record = cost["record_ms"].get(name)
         per = f"{_n(record['p50'], 2)} / {_n(record['p99'], 2)}" if record else "—"
         lines.append(
-            f"| {name.replace('_', ' ')} | {_n(rate)} | {per} | {_n(cost['rss_mb'][name])} |"
+            f"| {name.replace('_', ' ')} | {_measured(rate)} | {per} | {_n(cost['rss_mb'][name])} |"
         )
-    return lines
+    return [*lines, "", *_ratios("consumer ratio, round by round", cost["ratios"])]
 
 
 def _record_cost(results: dict[str, Any]) -> list[str]:
@@ -124,9 +145,14 @@ def _record_cost(results: dict[str, Any]) -> list[str]:
 
 def _producer(results: dict[str, Any]) -> list[str]:
     p = results["producer"]
-    lines = ["| producer transaction (pgbench) | tps |", "|---|---:|"]
-    lines += [f"| {name} | {_n(v['tps'])} |" for name, v in p["tps"].items()]
-    return lines
+    rounds = p.get("rounds", 1)
+    lines = [
+        f"| producer transaction (pgbench, {p['clients']} clients, {rounds} interleaved "
+        f"rounds of {p['seconds']} s) | tps: median (min to max) |",
+        "|---|---:|",
+    ]
+    lines += [f"| {name} | {_measured(v.get('tps', v))} |" for name, v in p["tps"].items()]
+    return [*lines, "", *_ratios("producer ratio, round by round", p["ratios"])]
 
 
 def section(source: Path) -> str:

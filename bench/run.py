@@ -42,18 +42,20 @@ class Sizes:
     catch_up_rate: int
     catch_up_steady_s: int
     catch_up_backlog: int
+    rounds: int  # of the interleaved consumer and producer runs
+    producer_seconds: int  # each producer case, each round
 
 
 SIZES = {
-    "smoke": Sizes(2, (200,), (200,), 2000, 300, 3000, 300, 100, 100, 2, 2000),
+    "smoke": Sizes(2, (200,), (200,), 500, 300, 3000, 300, 100, 100, 2, 2000, 2, 1),
     "quick": Sizes(
-        8, (1000, 2000, 3000), (500,), 20_000, 3000, 300_000, 30_000, 1000, 1000, 6, 100_000
+        8, (1000, 2000, 3000), (500,), 10_000, 3000, 300_000, 30_000, 1000, 1000, 6, 100_000, 3, 4
     ),
     "full": Sizes(
         30,
         (500, 1000, 2000, 3000, 5000),
         (500, 1000, 2000),
-        100_000,
+        40_000,
         3000,
         1_000_000,
         100_000,
@@ -61,6 +63,8 @@ SIZES = {
         1000,
         20,
         100_000,
+        5,
+        6,
     ),
 }
 
@@ -110,8 +114,18 @@ def plot(results: dict[str, Any], samples: dict[str, list[float]], path: Path) -
     cdf.grid(True, which="both", alpha=0.3)
     cdf.legend(fontsize=8)
     cost = results["consumer_cost"]["records_per_s"]
-    bars.bar([k.replace("_", "\n") for k in cost], list(cost.values()))
-    bars.set_ylabel("records/s")
+    medians = [v["median"] for v in cost.values()]
+    bars.bar(
+        [k.replace("_", "\n") for k in cost],
+        medians,
+        yerr=[
+            [m - v["min"] for m, v in zip(medians, cost.values(), strict=True)],
+            [v["max"] - m for m, v in zip(medians, cost.values(), strict=True)],
+        ],
+        capsize=4,
+    )
+    bars.set_ylabel("records/s (median, min to max)")
+    bars.tick_params(axis="x", labelsize=7)
     bars.set_title(f"Consumer cost ({results['consumer_cost']['records']:,} records)")
     m = results["machine"]
     fig.suptitle(f"cdcbox on {m['cores']} cores, {m['memory_gib']} GiB (whole stack on it)")
@@ -134,9 +148,11 @@ def main() -> None:
         "size": size,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    results["producer"] = producer.run(dsn, pgbench, clients=8, seconds=max(z.seconds // 2, 2))
+    results["producer"] = producer.run(
+        dsn, pgbench, clients=8, seconds=z.producer_seconds, rounds=z.rounds
+    )
     results["load_generator"] = load_generator(dsn, pgbench, max(z.seconds // 2, 2))
-    results["consumer_cost"] = consumer_cost.consumer_cost(dsn, bootstrap, z.records)
+    results["consumer_cost"] = consumer_cost.consumer_cost(dsn, bootstrap, z.records, z.rounds)
     results["record_cost"] = record_cost.record_cost(dsn, bootstrap, min(z.records, 10_000))
     samples: dict[str, list[float]] = {}
     runs: dict[str, dict[int, dict[str, Any]]] = {"cdc": {}, "polling_notify": {}}

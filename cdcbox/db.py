@@ -12,6 +12,31 @@ from psycopg.pq import TransactionStatus
 
 from cdcbox.errors import ConfigError, DatabaseUnavailable, SessionChanged
 
+
+class PipelineAwareCursor(psycopg.Cursor[Any]):
+    """psycopg's cursor, but `rowcount` and `statusmessage` are right in pipeline mode
+    too: read before the statement's result arrived (where psycopg says -1 and None),
+    they sync the pipeline first, as fetching a row does. So code written for a
+    connection outside a pipeline (`if cur.rowcount == 0: ...`) keeps its meaning when
+    cdcbox pipelines it; it only pays the round trip it reads."""
+
+    def _await_result(self) -> None:
+        conn = self.connection
+        if self.pgresult is None and conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+            with conn.pipeline() as pipeline:  # nested: the pipeline already open
+                pipeline.sync()
+
+    @property
+    def rowcount(self) -> int:
+        self._await_result()
+        return super().rowcount
+
+    @property
+    def statusmessage(self) -> str | None:
+        self._await_result()
+        return super().statusmessage
+
+
 # How the consumer's steps get their connection: called each time, so a `Reconnecting`
 # can hand out a fresh one after the database restarted.
 ConnectionSource = Callable[[], psycopg.Connection[Any]]
@@ -31,7 +56,13 @@ def connect(
             options = ""  # malformed: psycopg.connect below names it
         extra["options"] = f"{options} -c synchronous_commit=off".strip()
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, application_name="cdcbox", **extra)
+        return psycopg.connect(
+            dsn,
+            autocommit=autocommit,
+            application_name="cdcbox",
+            cursor_factory=PipelineAwareCursor,
+            **extra,
+        )
     except psycopg.ProgrammingError as e:
         detail = _without(" ".join(str(e).split()), dsn)
         raise ConfigError(f"the PostgreSQL DSN is malformed: {detail}") from e
@@ -129,9 +160,9 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
 
     Atomic like `conn.transaction()`: an error of a queued statement surfaces at the
     next result read or at COMMIT, and then (or on any exception of the block) the
-    transaction is rolled back and the error raised. What the block must not do: rely
-    on `cursor.rowcount` of a statement whose result was not read (it is -1 until
-    then), or commit (psycopg cannot refuse it, as it does inside `conn.transaction()`)."""
+    transaction is rolled back and the error raised. On connections from `connect`,
+    reading `cursor.rowcount` waits for its statement (`PipelineAwareCursor`). What the
+    block must not do: commit (psycopg cannot refuse it, as it does inside `conn.transaction()`)."""
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
@@ -139,6 +170,22 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
             conn.execute("COMMIT")
     except BaseException:
         _end_failed_pipeline(conn)
+        raise
+
+
+@contextmanager
+def pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """`conn.pipeline()` inside the caller's transaction; leaving it waits for every queued
+    result, so a failed statement raises at the latest there. A connection a failure left
+    unusable (see `_end_failed_pipeline`) is closed, for `Reconnecting` to replace."""
+    try:
+        with conn.pipeline():
+            yield
+    except BaseException:
+        if not conn.closed and (
+            conn.broken or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
+        ):
+            conn.close()
         raise
 
 

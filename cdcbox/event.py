@@ -46,6 +46,13 @@ class Event:
     # column is of another type): `event_id` is then its uuid5, the inbox's key.
     source_event_id: str | None = None
 
+    def with_payload(self, payload: Any) -> Event:
+        """This event with another payload: `dataclasses.replace` without its per-call
+        cost (no __init__ re-run; the fields were checked when this one was made)."""
+        copy = object.__new__(Event)
+        copy.__dict__.update(self.__dict__, payload=payload)
+        return copy
+
     @property
     def id_text(self) -> str:
         """The event id as its producer wrote it: what logs and operators see."""
@@ -83,12 +90,15 @@ class UndecodablePayload(PoisonRecord):
 
 
 def headers_of(record: ConsumedRecord) -> dict[str, bytes | None]:
-    return {name: value for name, value in (record.headers or [])}
+    return dict(record.headers or ())
 
 
 def header(record: ConsumedRecord, name: str) -> bytes | None:
     """One header's value (the first), without building the whole mapping."""
-    return next((v for k, v in (record.headers or []) if k == name), None)
+    for key, value in record.headers or ():
+        if key == name:
+            return value
+    return None
 
 
 def _text(
@@ -96,11 +106,14 @@ def _text(
 ) -> str | None:
     """The first of `names` the record carries, as text."""
     candidates = (names,) if isinstance(names, str) else names
-    name = next((n for n in candidates if headers.get(n) is not None), candidates[0])
-    raw = headers.get(name)
+    raw = None
+    for name in candidates:  # a loop, not a generator: this runs ~8 times a record
+        raw = headers.get(name)
+        if raw is not None:
+            break
     if raw is None:
         if required:
-            raise PoisonRecord(f"missing header {name!r}")
+            raise PoisonRecord(f"missing header {candidates[0]!r}")
         return None
     try:
         text = raw.decode()

@@ -36,11 +36,14 @@ class Handler:
     # Event type → a dataclass or pydantic model: `handle` gets an instance as
     # `event.payload`, validated; a payload that does not fit is dead-lettered.
     payload_types: ClassVar[Mapping[str, type]] = {}
-    # True: per-record mode sends the record's statements in a pipeline (psycopg's
-    # pipeline mode): the inbox claim with BEGIN, the handler's writes with COMMIT, two
-    # round trips in all. Only for a handler that never relies on `cursor.rowcount`
-    # without reading the result (fetching a result is fine: it waits for it).
-    pipelined: ClassVar[bool] = False
+    # Whether the consumer may send this handler's statements in a pipeline (psycopg's
+    # pipeline mode) instead of waiting for each one's result. None, the default: in batch
+    # mode only. True: in per-record mode too (the inbox claim with BEGIN, the handler's
+    # writes with COMMIT, two round trips in all). False: never. Reading a result or
+    # `cursor.rowcount` waits for it, so a handler's logic is the same either way; what
+    # changes is when a failed statement raises: at the next result read, or at the end of
+    # the batch, which is then redone record by record without a pipeline.
+    pipelined: ClassVar[bool | None] = None
     # Where `emit` appends. None: the consumer binds its own schema's outbox at start.
     outbox: Outbox | None = None
     # Where its producer's records carry each part of an event. The default reads cdcbox's

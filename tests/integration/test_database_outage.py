@@ -62,7 +62,9 @@ def test_a_record_waits_out_an_outage_longer_than_the_retry_budget(
         def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
             if not waits:  # the first time: the database goes away under the handler
                 set_login(database, role, allowed=False)
-                conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+                # Its result read: a pipelined handler (batch mode) would otherwise see
+                # the failure only when the batch's pipeline ends, after the append below.
+                conn.execute("SELECT pg_terminate_backend(pg_backend_pid())").fetchone()
             self.applied.append(event.aggregate_id)
 
     def wait(seconds: float) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench import report
-from bench.targets import TARGETS, judged
+from bench.stats import spread
+from bench.targets import CROSSES, MET, MISSED, NOT_MEASURED, TARGETS, judged
 
 
 def test_the_docs_show_the_newest_committed_results_and_their_plot() -> None:
@@ -36,13 +37,26 @@ def test_targets_judge_limits_both_ways_and_report_what_was_not_measured() -> No
             }
         },
     }
-    verdicts = {(t.area, t.what): (value, met) for t, value, met in judged(results)}
-    assert verdicts[("consumer", "per record: records/s")] == (2500.0, True)
-    assert verdicts[("CDC end to end", "p99 at 1,000 ev/s")] == (300.0, False)
-    assert verdicts[("CDC end to end", "sustained, no growing backlog")] == (3050.0, True)
-    assert verdicts[("CDC end to end", "p99 at 2,000 ev/s")] == (None, None)
-    assert verdicts[("memory", "relay peak RSS")] == (None, None)
+    verdicts = {(t.area, t.what): (value, verdict) for t, value, verdict in judged(results)}
+    assert verdicts[("consumer", "per record: records/s")] == (2500.0, MET)
+    assert verdicts[("CDC end to end", "p99 at 1,000 ev/s")] == (300.0, MISSED)
+    assert verdicts[("CDC end to end", "sustained, no growing backlog")] == (3050.0, MET)
+    assert verdicts[("CDC end to end", "p99 at 2,000 ev/s")] == (None, NOT_MEASURED)
+    assert verdicts[("memory", "relay peak RSS")] == (None, NOT_MEASURED)
     assert len(verdicts) == len(TARGETS)
+
+
+def test_a_spread_is_met_or_missed_only_as_a_whole() -> None:
+    """Interleaved rounds give a spread: a median past the limit is not enough."""
+
+    def verdict(*rates: float) -> str:
+        results = {"consumer_cost": {"records_per_s": {"cdcbox_per_record": spread(rates)}}}
+        by_name = {t.what: v for t, _, v in judged(results)}
+        return by_name["per record: records/s"]
+
+    assert verdict(2100.0, 2500.0, 2200.0) == MET
+    assert verdict(1900.0, 2100.0, 2200.0) == CROSSES
+    assert verdict(1500.0, 1900.0, 1800.0) == MISSED
 
 
 def test_a_new_results_file_does_not_change_what_the_readme_must_show(tmp_path: Any) -> None:

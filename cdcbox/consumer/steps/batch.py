@@ -9,17 +9,23 @@ savepoint and the one-by-one guard per record, and a failing record is deferred 
 its aggregate's later records in the batch to the per-record path (retries, dead
 letter) after the commit, so per-aggregate order holds. If the transaction itself fails
 (e.g. the database went away), nothing committed and every record is deferred.
+
+A batch that fails pipelined and then applies every record on the savepoint path failed
+because of the pipeline (COPY and server-side cursors cannot run in one): that
+consumer's handlers are not pipelined again by this consumer, and a warning says so.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from cdcbox import db
 from cdcbox.consumer.stats import Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
@@ -34,6 +40,10 @@ log = logging.getLogger("cdcbox.consumer")
 
 class _NeedsSavepoints(Exception):
     """A record failed on the batch's fast path; the batch is redone with savepoints."""
+
+    def __init__(self, pipelined: frozenset[str]) -> None:
+        super().__init__()
+        self.pipelined = pipelined  # the consumers whose handlers ran pipelined
 
 
 @dataclass
@@ -54,14 +64,18 @@ class BatchTransaction:
         self.stores = stores
         self.transaction = transaction
         self.guard: GuardStep = transaction.guard
+        self.unpipelined: set[str] = set()  # consumers whose batches failed only pipelined
 
     def apply(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
         """Apply distinct (event, consumer) records; see the module docstring."""
         try:
             try:
                 return self._fast(conn, batch)
-            except _NeedsSavepoints:
-                return self._with_savepoints(conn, batch)
+            except _NeedsSavepoints as failed:
+                result = self._with_savepoints(conn, batch)
+                if failed.pipelined and not result.deferred:
+                    self._stop_pipelining(failed.pipelined, failed.__cause__)
+                return result
         except psycopg.Error as e:
             log.warning(
                 "batch of %d records failed as a whole (%s); processing them one by one",
@@ -70,8 +84,27 @@ class BatchTransaction:
             )
             return BatchResult(deferred=list(batch))
 
+    def _stop_pipelining(self, consumers: frozenset[str], error: BaseException | None) -> None:
+        self.unpipelined |= consumers
+        log.warning(
+            "batch mode: a batch of %s failed pipelined (%s) and applied record by record; "
+            "their handlers run without a pipeline from now on (set `pipelined = False` "
+            "on a handler that uses COPY or a server-side cursor to say so)",
+            ", ".join(sorted(consumers)),
+            error,
+        )
+
+    def _pipelined(self, to_handle: dict[str, list[Routed]]) -> frozenset[str]:
+        """The consumers whose handlers may run pipelined in this batch."""
+        return frozenset(
+            name
+            for name, routed in to_handle.items()
+            if routed[0].handler.pipelined is not False and name not in self.unpipelined
+        )
+
     def _fast(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
         result = BatchResult()
+        pipelined: frozenset[str] = frozenset()
         try:
             with conn.transaction():
                 claimed = self._claim(conn, batch, result, processed=True)
@@ -91,14 +124,17 @@ class BatchTransaction:
                             result.applied.append((r, verdict))
                             continue
                     to_handle.setdefault(r.consumer, []).append(r)
-                for routed in to_handle.values():
-                    routed[0].handler.invoke_batch([r.event for r in routed], conn)
+                pipelined = self._pipelined(to_handle)
+                for name, routed in to_handle.items():
+                    # Leaving the pipeline waits for its results: a failed statement raises.
+                    with db.pipeline(conn) if name in pipelined else nullcontext():
+                        routed[0].handler.invoke_batch([r.event for r in routed], conn)
                     result.applied.extend((r, Outcome.PROCESSED) for r in routed)
                 if not self.stores.versions.advance_many(conn, versions.advanced):
                     raise RuntimeError("another transaction moved a version of this batch")
                 self._finish(conn, result, claimed, marked=Outcome.PROCESSED)
         except Exception as e:
-            raise _NeedsSavepoints from e
+            raise _NeedsSavepoints(pipelined) from e
         return result
 
     def _with_savepoints(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:

@@ -8,7 +8,7 @@ schema version): a type no handler takes is counted as unhandled whatever its by
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from cdcbox import wire
@@ -150,11 +150,11 @@ class Router:
             try:
                 payload = self._decode_payload(handler, own)
             except Exception as e:  # any decoding failure of one record
-                undecoded = replace(own, payload=None)
+                undecoded = own.with_payload(None)
                 error = UndecodablePayload(str(_poison(e)), undecoded)
                 routed.append(Undecodable(Routed.of(record, undecoded, handler), error))
                 continue
-            routed.append(Routed.of(record, replace(own, payload=payload), handler))
+            routed.append(Routed.of(record, own.with_payload(payload), handler))
         return routed
 
     def _decode_payload(self, handler: Handler, event: Event) -> Any:
