@@ -31,6 +31,7 @@ from cdcbox import wire
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.topics import ensure_topics
+from cdcbox.names import DbNames
 from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow
 
@@ -65,7 +66,7 @@ def prefill(bootstrap: str, topic: str, count: int) -> None:
     producer.close()
 
 
-def _in_child(target: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+def in_child(target: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     queue = FORK.Queue()
 
     def main() -> None:
@@ -106,13 +107,22 @@ def _bare(dsn: str, bootstrap: str, topic: str, count: int, write: bool) -> dict
     return {"records_per_s": count / elapsed}
 
 
-def _cdcbox(
-    dsn: str, bootstrap: str, topic: str, count: int, batch: bool, style: Style
+def cdcbox_run(
+    dsn: str,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    batch: bool,
+    style: Style,
+    names: DbNames = DbNames(),
 ) -> dict[str, Any]:
+    """One cdcbox consumer (a fresh consumer name) over `count` records of `topic`, with
+    its inbox in `names`' schema."""
     name = f"bench-{'batch' if batch else 'record'}-{style}-{uuid.uuid4().hex[:6]}"
     consumer = Consumer(
         [effect_handler(name, topic.removeprefix(wire.TOPIC_PREFIX), style)],
         ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id=name, batch_mode=batch),
+        names,
     )
     start = time.perf_counter()
     consumer.run(max_records=count)
@@ -152,16 +162,16 @@ def consumer_cost(dsn: str, bootstrap: str, count: int, rounds: int) -> dict[str
         conn.execute(EFFECT_DDL)
 
     def child(target: Callable[..., dict[str, Any]], *args: Any) -> Callable[[], dict[str, Any]]:
-        return lambda: _in_child(target, dsn, bootstrap, topic, count, *args)
+        return lambda: in_child(target, dsn, bootstrap, topic, count, *args)
 
     runs = interleaved(
         {
             "bare_decode": child(_bare, False),
             "bare_business_write": child(_bare, True),
-            "cdcbox_per_record": child(_cdcbox, False, "plain"),
-            "cdcbox_per_record_pipelined": child(_cdcbox, False, "pipelined"),
-            "cdcbox_batch": child(_cdcbox, True, "plain"),
-            "cdcbox_batch_handle_batch": child(_cdcbox, True, "handle_batch"),
+            "cdcbox_per_record": child(cdcbox_run, False, "plain"),
+            "cdcbox_per_record_pipelined": child(cdcbox_run, False, "pipelined"),
+            "cdcbox_batch": child(cdcbox_run, True, "plain"),
+            "cdcbox_batch_handle_batch": child(cdcbox_run, True, "handle_batch"),
         },
         rounds,
     )

@@ -155,6 +155,52 @@ def _producer(results: dict[str, Any]) -> list[str]:
     return [*lines, "", *_ratios("producer ratio, round by round", p["ratios"])]
 
 
+def _growth(results: dict[str, Any]) -> list[str]:
+    inbox, outbox = results.get("inbox_growth"), results.get("outbox_growth")
+    if not inbox or not outbox:
+        return []
+    lines = [
+        f"| inbox rows ({inbox['records']:,} records a run, {inbox['rounds']} interleaved "
+        "rounds) | per record rec/s, empty → this inbox | ratio | batch rec/s, empty → this "
+        "inbox | ratio | exporter reading ms, empty → this inbox | the whole-inbox count "
+        "it replaced, ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, at in inbox["sizes"].items():
+        rate, ratio, scrape = at["records_per_s"], at["ratios"], at["scrape_s"]
+        lines.append(
+            f"| {int(size):,} | {_n(rate['per_record empty']['median'])} → "
+            f"{_n(rate['per_record']['median'])} | {_measured(ratio['per_record / empty'])} | "
+            f"{_n(rate['batch empty']['median'])} → {_n(rate['batch']['median'])} | "
+            f"{_measured(ratio['batch / empty'])} | "
+            f"{_n(scrape['scrape empty']['median'] * 1000, 1)} → "
+            f"{_n(scrape['scrape']['median'] * 1000, 1)} | "
+            f"{_n(at['whole_inbox_count_s'] * 1000)} |"
+        )
+    tps = outbox["tps"]
+    lines += [
+        "",
+        f"| outbox rows ({outbox['rounds']} interleaved rounds) | append tps, empty outbox "
+        "| append tps, this outbox | ratio |",
+        "|---:|---:|---:|---:|",
+        f"| {outbox['rows']:,} | {_measured(tps['empty'])} | {_measured(tps['full'])} | "
+        f"{_measured(outbox['ratios']['append, full / empty'])} |",
+        "",
+        "| purge | rows | seconds | rows/s | meanwhile, against before | overlap |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, purge in (
+        ("outbox purge (append)", outbox["purge"]),
+        ("inbox purge (batch consumer)", inbox["purge"]),
+    ):
+        lines.append(
+            f"| {name} | {purge['rows']:,} | {_n(purge['seconds'], 1)} | "
+            f"{_n(purge['rows_per_s'])} | {_n(purge['during / baseline'])} | "
+            f"{_n(purge['overlap'])} |"
+        )
+    return lines
+
+
 def section(source: Path) -> str:
     results = json.loads(source.read_text())
     m = results["machine"]
@@ -176,6 +222,8 @@ def section(source: Path) -> str:
         *_record_cost(results),
         "",
         *_producer(results),
+        "",
+        *_growth(results),
         "",
         f"![latency and consumer cost](assets/bench/{source.with_suffix('.png').name})",
         END,

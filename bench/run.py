@@ -2,7 +2,8 @@
 (bench/results/), plotted (PNG beside it) and judged against the targets
 (`bench/targets.py`); `python -m bench.report FILE --docs` puts it in docs/performance.md.
 
-`--quick` stays under 6 minutes, the full run under 20; `--smoke` (tiny sizes) is run
+`--quick` takes about 12 minutes, the full run about an hour (it fills tables with tens
+of millions of rows); `--smoke` (tiny sizes) is run
 by the test suite so the benchmarks cannot rot."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench import catch_up, consumer_cost, drain, e2e, loadgen, producer, record_cost
+from bench import catch_up, consumer_cost, drain, e2e, growth, loadgen, producer, record_cost
 from bench.report import section
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
@@ -44,12 +45,47 @@ class Sizes:
     catch_up_backlog: int
     rounds: int  # of the interleaved consumer and producer runs
     producer_seconds: int  # each producer case, each round
+    inbox_sizes: tuple[int, ...]  # history rows the growth runs put in an inbox
+    outbox_rows: int  # and in an outbox
+    growth_records: int  # records each growth consumer run reads
 
 
 SIZES = {
-    "smoke": Sizes(2, (200,), (200,), 500, 300, 3000, 300, 100, 100, 2, 2000, 2, 1),
+    "smoke": Sizes(
+        2,
+        (200,),
+        (200,),
+        500,
+        300,
+        3000,
+        300,
+        100,
+        100,
+        2,
+        2000,
+        2,
+        1,
+        (20_000, 40_000),
+        20_000,
+        200,
+    ),
     "quick": Sizes(
-        8, (1000, 2000, 3000), (500,), 10_000, 3000, 300_000, 30_000, 1000, 1000, 6, 100_000, 3, 4
+        8,
+        (1000, 2000, 3000),
+        (500,),
+        10_000,
+        3000,
+        300_000,
+        30_000,
+        1000,
+        1000,
+        6,
+        100_000,
+        3,
+        4,
+        (1_000_000, 3_000_000),
+        1_000_000,
+        3000,
     ),
     "full": Sizes(
         30,
@@ -65,6 +101,9 @@ SIZES = {
         100_000,
         5,
         6,
+        (10_000_000, 30_000_000),
+        10_000_000,
+        5000,
     ),
 }
 
@@ -183,6 +222,12 @@ def main() -> None:
     )
     results["catch_up"] = catch_up.catch_up(
         dsn, bootstrap, pgbench, z.catch_up_rate, z.catch_up_steady_s, z.catch_up_backlog
+    )
+    results["inbox_growth"] = growth.inbox_growth(
+        dsn, bootstrap, z.inbox_sizes, z.growth_records, z.rounds, purged=z.inbox_sizes[0]
+    )
+    results["outbox_growth"] = growth.outbox_growth(
+        dsn, pgbench, z.outbox_rows, clients=8, seconds=z.producer_seconds, rounds=z.rounds
     )
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.out.mkdir(parents=True, exist_ok=True)

@@ -84,6 +84,30 @@ def _max_rss(*paths: tuple[str, ...]) -> Callable[[Results], float | None]:
     return measure
 
 
+def _largest_inbox(*path: str) -> Callable[[Results], Measured | None]:
+    """At the largest inbox the run filled."""
+
+    def measure(r: Results) -> Measured | None:
+        sizes = _get(r, "inbox_growth", "sizes") or {}
+        if not sizes:
+            return None
+        return _get(sizes[max(sizes, key=int)], *path)  # type: ignore[no-any-return]
+
+    return measure
+
+
+def _scrape_ratio(r: Results) -> Measured | None:
+    scrape = _largest_inbox("scrape_s")(r)
+    if not isinstance(scrape, dict):
+        return None
+    full, empty = scrape["scrape"], scrape["scrape empty"]
+    return {
+        "median": empty["median"] / full["median"],
+        "min": empty["min"] / full["max"],
+        "max": empty["max"] / full["min"],
+    }
+
+
 TARGETS = [
     Target("consumer", "per record: records/s", "rec/s", True, 2000, _cost("cdcbox_per_record")),
     Target(
@@ -209,6 +233,54 @@ TARGETS = [
         True,
         5,
         lambda r: _get(r, "catch_up", "drain_vs_steady"),
+    ),
+    Target(
+        "tables grow",
+        "per record, largest inbox / empty inbox",
+        TIMES,
+        True,
+        0.8,
+        _largest_inbox("ratios", "per_record / empty"),
+    ),
+    Target(
+        "tables grow",
+        "batch, largest inbox / empty inbox",
+        TIMES,
+        True,
+        0.8,
+        _largest_inbox("ratios", "batch / empty"),
+    ),
+    Target(
+        "tables grow",
+        "exporter reading, empty inbox time / largest inbox time",
+        TIMES,
+        True,
+        0.8,
+        _scrape_ratio,
+    ),
+    Target(
+        "tables grow",
+        "append, large outbox / empty outbox",
+        TIMES,
+        True,
+        0.8,
+        lambda r: _get(r, "outbox_growth", "ratios", "append, full / empty"),
+    ),
+    Target(
+        "tables grow",
+        "append while `outbox purge` runs / before",
+        TIMES,
+        True,
+        0.8,
+        lambda r: _get(r, "outbox_growth", "purge", "during / baseline"),
+    ),
+    Target(
+        "tables grow",
+        "batch consumer while `inbox purge` runs / before",
+        TIMES,
+        True,
+        0.8,
+        lambda r: _get(r, "inbox_growth", "purge", "during / baseline"),
     ),
     Target(
         "memory",

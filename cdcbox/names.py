@@ -67,6 +67,7 @@ class DbNames:
             "outbox index": f"{self.outbox}_aggregate_idx",
             "outbox trigger": f"{self.outbox}_topic_keys",
             "inbox index": f"{self.inbox}_status_idx",
+            "inbox unfinished index": f"{self.inbox}_unfinished_idx",
         }
 
     def table(self, name: str) -> sql.Identifier:
@@ -99,7 +100,12 @@ class DbNames:
             "topic_keys": self.table("topic_keys"),
             "topic_keys_function": sql.Identifier(self.schema, f"{self.outbox}_topic_keys"),
             "topic_keys_trigger": sql.Identifier(f"{self.outbox}_topic_keys"),
+            "publishable_function": sql.Identifier(self.schema, f"{self.outbox}_publishable"),
+            # Names this schema's topic keys in a session's cache of checked types (0013).
+            "topic_keys_literal": sql.Literal(f"{self.schema}.{self.topic_keys}"),
             "inbox_status_index": sql.Identifier(f"{self.inbox}_status_idx"),
+            "inbox_status_index_qualified": sql.Identifier(self.schema, f"{self.inbox}_status_idx"),
+            "inbox_unfinished_index": sql.Identifier(f"{self.inbox}_unfinished_idx"),
             "inbox_purge_index": sql.Identifier(f"{self.inbox}_purge_idx"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
             "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),

@@ -36,13 +36,14 @@ class Handler:
     # Event type → a dataclass or pydantic model: `handle` gets an instance as
     # `event.payload`, validated; a payload that does not fit is dead-lettered.
     payload_types: ClassVar[Mapping[str, type]] = {}
-    # Whether the consumer may send this handler's statements in a pipeline (psycopg's
-    # pipeline mode) instead of waiting for each one's result. None, the default: in batch
-    # mode only. True: in per-record mode too (the inbox claim with BEGIN, the handler's
-    # writes with COMMIT, two round trips in all). False: never. Reading a result or
-    # `cursor.rowcount` waits for it, so a handler's logic is the same either way; what
-    # changes is when a failed statement raises: at the next result read, or at the end of
-    # the batch, which is then redone record by record without a pipeline.
+    # Whether the consumer sends this handler's statements in a pipeline (psycopg's
+    # pipeline mode) instead of waiting for each one's result. None, the default: yes,
+    # and a record that fails pipelined in the database is redone at once without it
+    # (batch mode: the batch, record by record); a handler that fails only pipelined
+    # (COPY, server-side cursors) is not pipelined again. True: pipelined, no redo. False:
+    # never. Reading a result or `cursor.rowcount` waits for it, so a handler's logic is
+    # the same either way; what changes is where a failed statement whose result is not
+    # read raises: at the end of the record's (or batch's) transaction.
     pipelined: ClassVar[bool | None] = None
     # Where `emit` appends. None: the consumer binds its own schema's outbox at start.
     outbox: Outbox | None = None

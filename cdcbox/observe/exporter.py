@@ -17,7 +17,13 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from cdcbox.observe.pipeline_state import OutboxState, PipelineState, Sources, read_state
+from cdcbox.observe.pipeline_state import (
+    RECENT_S,
+    OutboxState,
+    PipelineState,
+    Sources,
+    read_state,
+)
 from cdcbox.telemetry.build_info import register_build_info
 from cdcbox.telemetry.http_metrics import serve
 
@@ -104,15 +110,26 @@ def _inbox(state: PipelineState, labelled: bool) -> list[Metric]:
         return []
     inbox = _gauge(
         "cdcbox_inbox_rows",
-        "Inbox rows by consumer and status (FAILED: dead-lettered)",
+        "Unfinished inbox rows by consumer and status (FAILED: dead-lettered and held; "
+        "RECEIVED: a batch in flight)",
+        labelled,
+        "consumer",
+        "status",
+    )
+    finished = _gauge(
+        "cdcbox_inbox_finished_last_minute",
+        f"Inbox rows that reached PROCESSED or SKIPPED in the last {RECENT_S} s, by "
+        "consumer and status (the database's view; each consumer counts its own in "
+        "cdcbox_consumer_records_total)",
         labelled,
         "consumer",
         "status",
     )
     for count in state.inbox:
         service = [count.service] if labelled else []
-        inbox.add_metric([*service, count.consumer, count.status], count.rows)
-    return [inbox]
+        family = finished if count.finished else inbox
+        family.add_metric([*service, count.consumer, count.status], count.rows)
+    return [inbox, finished]
 
 
 def _parked(state: PipelineState, labelled: bool) -> list[Metric]:

@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cdcbox.observe.pipeline_state import PipelineState
+from cdcbox.observe.pipeline_state import RECENT_S, PipelineState
 
 # The lag table shows the partitions furthest behind first, at most this many.
 MAX_LAG_ROWS = 12
@@ -102,7 +102,7 @@ def _connectors(current: PipelineState) -> Table:
 
 
 def _consumers(current: PipelineState, previous: PipelineState | None, seconds: float) -> Table:
-    table = Table(title="consumers (inbox)", title_justify="left")
+    table = Table(title=f"consumers (inbox; last {RECENT_S} s)", title_justify="left")
     named = any(row.service for row in current.inbox)
     if named:
         table.add_column("service")
@@ -116,9 +116,9 @@ def _consumers(current: PipelineState, previous: PipelineState | None, seconds: 
             *([service] if named else []),
             consumer,
             f"{counts['PROCESSED']:,}",
-            _rate(counts["PROCESSED"], was["PROCESSED"] if was else None, seconds),
+            f"{counts['PROCESSED'] / RECENT_S:,.1f}",
             f"{counts['SKIPPED']:,}",
-            f"{counts['FAILED']:,}",
+            f"{counts['FAILED']:,}",  # held now, however long ago
             _rate(counts["FAILED"], was["FAILED"] if was else None, seconds),
         )
     return table

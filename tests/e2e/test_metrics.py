@@ -91,7 +91,7 @@ def test_prometheus_scrapes_a_consumer_debezium_and_the_exporter(
         timeout=30,
         what="Debezium's events-seen count grown by the events written",
     )
-    inbox = f'cdcbox_inbox_rows{{consumer="{consumer}",status="PROCESSED"}}'
+    inbox = f'cdcbox_inbox_finished_last_minute{{consumer="{consumer}",status="PROCESSED"}}'
     lag = f'cdcbox_consumer_group_lag{{group="{consumer}"}}'
     eventually(lambda: value(prometheus, inbox) == EVENTS, timeout=30, what="the exporter's inbox")
     eventually(lambda: value(prometheus, lag) == 0, timeout=30, what="the exporter's group lag")

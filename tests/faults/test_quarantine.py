@@ -84,7 +84,7 @@ def allow_bad_rows(conn: psycopg.Connection[Any], names: DbNames, failure: str) 
         migrate(conn, names=names, limits=EventLimits(3_000_000))
     else:  # a table that had rows before its topic-name CHECK
         conn.execute(
-            sql.SQL("ALTER TABLE {} DROP CONSTRAINT outbox_aggregate_type_names_a_topic").format(
+            sql.SQL("ALTER TABLE {} DROP CONSTRAINT outbox_publishable").format(
                 names.table("outbox")
             )
         )

@@ -88,3 +88,30 @@ def test_two_writers_racing_with_colliding_types_cannot_both_commit(
         thread.join(timeout=30)
     assert committed == ["Race.Type"]
     assert len(errors) == 1
+
+
+def test_a_session_checks_a_type_once_and_forgets_a_claim_it_rolled_back(
+    database: str, cdcbox_schema: DbNames
+) -> None:
+    """Each session checks a type at its first row and remembers it (migration 0013); a
+    claim rolled back is forgotten with it, so the type is checked again: here another
+    writer took the colliding key meanwhile, and the second attempt is refused."""
+    outbox = Outbox(cdcbox_schema)
+    with psycopg.connect(database) as conn:
+        with conn.transaction():
+            outbox.append(conn, NewEvent("Undone.Type", "u", "Created", {}))
+            raise psycopg.Rollback()
+        assert "Undone.Type" not in (
+            conn.execute(
+                "SELECT current_setting('cdcbox.checked_aggregate_types', true)"
+            ).fetchone()[0]  # type: ignore[index]
+            or ""
+        )
+        append(database, cdcbox_schema, "Undone_Type")  # another session claims the key
+        with pytest.raises(psycopg.errors.CheckViolation, match="Undone_Type"), conn.transaction():
+            outbox.append(conn, NewEvent("Undone.Type", "u", "Created", {}))
+        with conn.transaction():  # a type checked in this session is not checked again
+            outbox.append(conn, NewEvent("Checked", "c", "Created", {}))
+            outbox.append(conn, NewEvent("Checked", "c", "Created", {}))
+        cached = conn.execute("SELECT current_setting('cdcbox.checked_aggregate_types')")
+        assert cached.fetchone() == (f"|{cdcbox_schema.schema}.outbox_topic_key:Checked|",)

@@ -68,6 +68,8 @@ def test_the_exporter_serves_each_reading_and_marks_an_unread_source_down() -> N
     assert "cdcbox_outbox_rows" not in text  # a CDC database has no polling backlog
     assert 'cdcbox_slot_retained_wal_bytes{slot="cdcbox_outbox"} 2.097152e+06' in text
     assert 'cdcbox_inbox_rows{consumer="inventory",status="FAILED"} 1.0' in text
+    assert 'cdcbox_inbox_finished_last_minute{consumer="inventory",status="PROCESSED"} 10.0' in text
+    assert 'cdcbox_inbox_rows{consumer="inventory",status="PROCESSED"}' not in text
     assert 'cdcbox_parked_aggregates{consumer="inventory"} 2.0' in text
     assert (
         'cdcbox_connector_running{connector="cdcbox-outbox",state="RUNNING",task="-1"} 1.0' in text
@@ -95,7 +97,7 @@ def test_top_shows_rates_between_two_readings_and_dashes_without_one() -> None:
     first, second = state(100.0, 1_000, 50), state(102.0, 1_200, 90)
     text = render(second, first)
     assert "100.0" in text  # (1,200 - 1,000) appended in 2 s
-    assert "20.0" in text  # (90 - 50) processed in 2 s
+    assert "1.5" in text  # 90 processed in the last 60 s
     assert "2.0 MiB" in text
     assert "0:RUNNING, 1:FAILED" in text
     alone = render(first)
@@ -129,7 +131,8 @@ def test_with_services_each_database_is_a_source_and_its_lines_are_named() -> No
     assert 'cdcbox_source_up{source="postgres/points"} 0.0' in text
     assert 'cdcbox_outbox_appended_total{service="orders"} 7.0' in text
     assert (
-        'cdcbox_inbox_rows{consumer="points-service",service="points",status="PROCESSED"}' in text
+        'cdcbox_inbox_finished_last_minute{consumer="points-service",service="points",'
+        'status="PROCESSED"}' in text
     )
     assert 'slot="cdcbox_outbox"' in text  # slots are the cluster's, read from orders
     frame_text = render(reading)

@@ -2,13 +2,18 @@
 handler → the outcome mark, then COMMIT.
 
 The claim writes the inbox row as PROCESSED inside the handler's transaction, so it only
-survives if the handler's change commits with it. A handler's `SkipEvent` or
-`RefuseTransition` rolls its writes back; `record_signal` then records why in a
-transaction of its own.
+survives if the handler's change commits with it. The transaction is pipelined (see
+`Handler.pipelined`): BEGIN travels with the claim, the handler's writes with COMMIT.
+When a pipelined attempt fails in the database, the record is redone at once without a
+pipeline, so a handler meets a failed statement where it sent it; a handler whose
+records fail only pipelined (COPY, server-side cursors) is not pipelined again. A
+handler's `SkipEvent` or `RefuseTransition` rolls its writes back; `record_signal` then
+records why in a transaction of its own.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -19,9 +24,11 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
-from cdcbox.db import pipelined_transaction
+from cdcbox.db import is_outage, pipelined_transaction
 from cdcbox.event import Event
 from cdcbox.stores.inbox import Claim
+
+log = logging.getLogger("cdcbox.consumer")
 
 
 class RecordTransaction:
@@ -37,21 +44,49 @@ class RecordTransaction:
         self.guard = guard
         self.stats = stats
         self.dedupe = dedupe  # False only for the fault suite (FaultSwitches)
+        self.unpipelined: set[str] = set()  # consumers whose records failed only pipelined
 
     def apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
         """Claim, guard, handle and mark in one transaction; any exception rolls it back.
-        Claim and guard are one statement: BEGIN, claim + guard, the handler's
-        statements, COMMIT (a `pipelined` handler sends them in two round trips)."""
+        Claim and guard are one statement: BEGIN with claim + guard, the handler's
+        statements, COMMIT: two round trips pipelined, four otherwise."""
         started = time.perf_counter()
-        if routed.handler.pipelined:
+        pipelined = routed.handler.pipelined
+        if pipelined is None and routed.consumer in self.unpipelined:
+            pipelined = False
+        if pipelined is False:
+            with conn.transaction():
+                outcome = self._claim_and_apply(conn, routed)
+        elif pipelined:
             with pipelined_transaction(conn):
                 outcome = self._claim_and_apply(conn, routed)
         else:
-            with conn.transaction():
-                outcome = self._claim_and_apply(conn, routed)
+            outcome = self._pipelined_or_redone(conn, routed)
         if outcome is Outcome.PROCESSED:
             self.stats.handled(
                 routed.consumer, routed.event.occurred_at, time.perf_counter() - started
+            )
+        return outcome
+
+    def _pipelined_or_redone(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+        """Pipelined; after a failure in the database, once more without the pipeline."""
+        try:
+            with pipelined_transaction(conn):
+                return self._claim_and_apply(conn, routed)
+        except (psycopg.Error, AssertionError) as e:  # psycopg asserts on a named cursor
+            if conn.closed or is_outage(e):
+                raise  # the database's absence: the retry step waits for it
+            pipelined_error = e
+        with conn.transaction():
+            outcome = self._claim_and_apply(conn, routed)
+        if getattr(pipelined_error, "sqlstate", None) is None:  # refused by the client
+            self.unpipelined.add(routed.consumer)
+            log.warning(
+                "%s: a record failed pipelined (%s) and applied without a pipeline; its "
+                "records run without one from now on (set `pipelined = False` on a handler "
+                "that uses COPY or a server-side cursor to say so)",
+                routed.consumer,
+                pipelined_error,
             )
         return outcome
 

@@ -1,5 +1,6 @@
-"""Batch mode pipelines a plain `handle()`'s statements (issue 23): the handler's logic
-must not see the difference. Against real PostgreSQL, records fed without Kafka."""
+"""The consumer pipelines a plain `handle()`'s statements, per record and in batch mode
+(issue 23): the handler's logic must not see the difference. Against real PostgreSQL,
+records fed without Kafka."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.helpers import unique
 from tests.integration.test_database import (
     Counter,
     RecordedLetters,
+    outcome_of,
     parking_pipeline,
     pipeline_for,
     record,
@@ -132,8 +134,8 @@ def test_a_statement_failing_late_defers_only_its_aggregate(
     pipeline.process_batch(lambda: conn, [record(a, 1), record(b, 1), record(b, 2), record(a, 2)])
     # The pipelined pass ran every handler (b:1's error came at the pipeline's end), was
     # rolled back, and the redo with savepoints applied a in order; b:1 was dead-lettered
-    # and b:2 followed it to the park.
-    assert handler.applied[-2:] == [f"{a}:1", f"{a}:2"]
+    # (per record) and b:2 followed it to the park.
+    assert [x for x in handler.applied if x.startswith(a)] == [f"{a}:1", f"{a}:2"] * 2
     assert letters.sent == [(b, "1"), (b, "2")]
     assert pipeline.stats[Outcome.PROCESSED] == 2
     assert pipeline.stats[Outcome.DEAD_LETTERED] == 1
@@ -181,3 +183,51 @@ def test_a_handler_can_refuse_the_pipeline(database: str, conn: psycopg.Connecti
     batch(pipeline_for(database, NeverPipelined(unique("consumer"), key), batch_mode=True), conn, 1)
     assert tally(conn, key) == 1
     conn.cursor_factory = PipelineAwareCursor
+
+
+# --- per-record mode -------------------------------------------------------------------
+
+
+def test_per_record_a_handler_reading_rowcount_keeps_its_meaning(
+    database: str, conn: psycopg.Connection[Any]
+) -> None:
+    key = unique("tally")
+    handler = Tally(unique("consumer"), key)
+    pipeline = pipeline_for(database, handler)
+    aggregate = unique("agg")
+    for version in (1, 2, 3):
+        assert outcome_of(pipeline, conn, record(aggregate, version)) == Outcome.PROCESSED
+    assert tally(conn, key) == 3
+    assert handler.calls == 3  # pipelined, each at the first attempt
+
+
+def test_per_record_a_statement_failing_pipelined_is_redone_where_it_fails(
+    database: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The pipelined attempt fails at COMMIT; the record is redone at once without the
+    pipeline (the handler runs twice in that attempt), fails again in the handler, and
+    goes the usual way: retried, dead-lettered. A database error is the record's fault,
+    not the pipeline's: the consumer stays pipelined."""
+    b = unique("b")
+    handler = FailsInTheDatabase(unique("consumer"), b)
+    letters = RecordedLetters()
+    pipeline = parking_pipeline(database, handler, letters)  # two attempts
+    assert outcome_of(pipeline, conn, record(b, 1)) == Outcome.DEAD_LETTERED
+    assert letters.sent == [(b, "1")]
+    assert handler.applied == [f"{b}:1"] * 2  # ran to its end once per pipelined attempt
+    assert pipeline.transaction.unpipelined == set()
+
+
+def test_per_record_a_handler_a_pipeline_cannot_carry_is_applied_and_no_longer_pipelined(
+    database: str, conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cdcbox.consumer")
+    handler = Copies(unique("consumer"))
+    pipeline = pipeline_for(database, handler)
+    aggregate = unique("agg")
+    assert outcome_of(pipeline, conn, record(aggregate, 1)) == Outcome.PROCESSED
+    assert handler.calls == 2  # the pipelined attempt, then the redo
+    assert pipeline.transaction.unpipelined == {handler.consumer_name}
+    assert "without one from now on" in caplog.text
+    assert outcome_of(pipeline, conn, record(aggregate, 2)) == Outcome.PROCESSED
+    assert handler.calls == 3

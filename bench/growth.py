@@ -1,0 +1,255 @@
+"""Cost as the tables grow: the same measurements against cdcbox's tables filled with
+history and against empty ones, interleaved round by round (`bench.stats.interleaved`),
+each reported as a ratio to the empty case (median, min, max).
+
+- The consumer (per record and batch, plain `handle()`) with an inbox of each size: its
+  inbox claims insert into the large table's indexes.
+- The exporter's reading of that database (`read_database`, what each scrape runs), and
+  beside it the whole-inbox count it ran before migration 0012, once per size.
+- The append (pgbench, the one-row transaction with its outbox row) with an outbox of
+  `outbox_rows` rows, in CDC mode, before any purge.
+- `outbox purge` and `inbox purge` (the library calls `cdc-ctl` makes) over `purged`
+  rows, timed, with the append (for the outbox) or a batch-mode consumer (for the inbox)
+  measured while each runs.
+
+History rows look like real ones: time-ordered (UUIDv7-like) ids, several consumer
+names, PROCESSED, finished days ago.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench.consumer_cost import cdcbox_run, in_child, prefill
+from bench.e2e import drop_schema, own_schema
+from bench.handlers import EFFECT_DDL
+from bench.producer import ONE_ROW, SETUP, _tps, outbox_insert, pipelined
+from bench.stats import interleaved, ratio_spread, spread
+from cdcbox import wire
+from cdcbox.names import DbNames
+from cdcbox.observe.pipeline_state import read_database
+from cdcbox.ops.retention import InboxFloor, purge_inbox, purge_outbox
+
+CHUNK = 1_000_000  # rows per filling statement
+# A time-ordered id from row number g and an instant ts, as the producer's UUIDv7.
+HISTORY_ID = (
+    "(lpad(to_hex((extract(epoch FROM {ts}) * 1000)::bigint), 12, '0') || '7' "
+    "|| substr(md5(g::text), 1, 19))::uuid"
+)
+
+
+def fill_inbox(dsn: str, names: DbNames, first: int, rows: int, days_ago: int) -> None:
+    """Rows `first`.. of history, PROCESSED `days_ago` days ago by four consumer names."""
+    ts = f"now() - interval '{days_ago} days'"
+    statement = sql.SQL(
+        "INSERT INTO {inbox} (event_id, consumer_name, event_type, aggregate_type, "
+        "aggregate_id, aggregate_version, status, received_at, processed_at, source_topic, "
+        "source_partition, source_offset) SELECT " + HISTORY_ID.format(ts=ts) + ", "
+        "'history-' || (g %% 4), 'Bench', 'history', 'a' || (g %% 100000), g / 100000 + 1, "
+        "'PROCESSED', " + ts + ", " + ts + ", 'outbox.event.history', g %% 3, g "
+        "FROM generate_series(%s::bigint, %s::bigint) AS g"
+    ).format(inbox=names.table("inbox"))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for start in range(first, first + rows, CHUNK):
+            conn.execute(statement, (start, min(start + CHUNK, first + rows) - 1))
+        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(names.table("inbox")))
+
+
+def fill_outbox(dsn: str, names: DbNames, rows: int, days_ago: int) -> None:
+    """`rows` published events of history (CDC mode keeps them until a purge)."""
+    ts = f"(now() AT TIME ZONE 'UTC') - interval '{days_ago} days'"
+    statement = sql.SQL(
+        "INSERT INTO {outbox} (event_id, aggregate_type, aggregate_id, aggregate_version, "
+        "event_type, payload, content_type, trace_id, created_at, occurred_at) SELECT "
+        + HISTORY_ID.format(ts=ts)
+        + ", 'history', 'a' || (g %% 100000), g / 100000 + 1, 'Bench', "
+        "convert_to('{{\"n\":' || g || '}}', 'UTF8'), 'application/json', '', " + ts + ", "
+        "to_char(" + ts + ', \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\') '
+        "FROM generate_series(%s::bigint, %s::bigint) AS g"
+    ).format(outbox=names.table("outbox"))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for start in range(1, rows + 1, CHUNK):
+            conn.execute(statement, (start, min(start + CHUNK, rows + 1) - 1))
+        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(names.table("outbox")))
+
+
+def _scrape_s(dsn: str, names: DbNames) -> dict[str, Any]:
+    """What one exporter scrape reads from this database, timed (median of five)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            read_database(conn, names, "")
+            times.append(time.perf_counter() - started)
+    return {"s": statistics.median(times)}
+
+
+def _whole_inbox_count_s(dsn: str, names: DbNames) -> float:
+    """The exporter's inbox reading before migration 0012: every row counted."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        started = time.perf_counter()
+        conn.execute(
+            sql.SQL("SELECT consumer_name, status, count(*) FROM {} GROUP BY 1, 2").format(
+                names.table("inbox")
+            )
+        ).fetchall()
+        return time.perf_counter() - started
+
+
+def inbox_growth(
+    dsn: str, bootstrap: str, sizes: tuple[int, ...], records: int, rounds: int, purged: int
+) -> dict[str, Any]:
+    """The consumer and the exporter at each inbox size against an empty inbox; then an
+    inbox purge of the first `purged` rows with a batch consumer running."""
+    empty, full = own_schema(dsn, "bench_inbox_empty", "cdc"), own_schema(dsn, "bench_inbox", "cdc")
+    topic = wire.topic_for(f"benchgrowth{uuid.uuid4().hex[:6]}")
+    prefill(bootstrap, topic, records)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(EFFECT_DDL)
+
+    def consumer(names: DbNames, batch: bool) -> Any:
+        return partial(in_child, cdcbox_run, dsn, bootstrap, topic, records, batch, "plain", names)
+
+    result: dict[str, Any] = {"records": records, "rounds": rounds, "sizes": {}}
+    filled = 0
+    try:
+        for size in sizes:
+            # The first `purged` rows are older than the rest: the purge takes them only.
+            fill_inbox(dsn, full, filled + 1, size - filled, 20 if filled < purged else 10)
+            filled = size
+            runs = interleaved(
+                {
+                    "per_record empty": consumer(empty, False),
+                    "per_record": consumer(full, False),
+                    "batch empty": consumer(empty, True),
+                    "batch": consumer(full, True),
+                    "scrape empty": partial(_scrape_s, dsn, empty),
+                    "scrape": partial(_scrape_s, dsn, full),
+                },
+                rounds,
+            )
+            result["sizes"][str(size)] = {
+                "records_per_s": {
+                    k: spread([r["records_per_s"] for r in runs[k]])
+                    for k in ("per_record empty", "per_record", "batch empty", "batch")
+                },
+                "scrape_s": {
+                    k: spread([r["s"] for r in runs[k]]) for k in ("scrape empty", "scrape")
+                },
+                "whole_inbox_count_s": _whole_inbox_count_s(dsn, full),
+                "ratios": {
+                    "per_record / empty": ratio_spread(
+                        runs, "per_record", "per_record empty", "records_per_s"
+                    ),
+                    "batch / empty": ratio_spread(runs, "batch", "batch empty", "records_per_s"),
+                },
+            }
+        baseline = in_child(cdcbox_run, dsn, bootstrap, topic, records, True, "plain", full)
+        result["purge"] = _purge_while(
+            lambda conn: purge_inbox(
+                conn,
+                timedelta(days=15),
+                InboxFloor(timedelta(days=7), timedelta(hours=1), timedelta(days=1)),
+                names=full,
+            ),
+            dsn,
+            lambda: in_child(cdcbox_run, dsn, bootstrap, topic, records, True, "plain", full),
+        )
+        result["purge"]["baseline_records_per_s"] = baseline["records_per_s"]
+        result["purge"]["during / baseline"] = (
+            result["purge"]["during"]["records_per_s"] / baseline["records_per_s"]
+        )
+    finally:
+        drop_schema(dsn, empty)
+        drop_schema(dsn, full)
+    return result
+
+
+def _purge_while(purge: Any, dsn: str, measure: Any) -> dict[str, Any]:
+    """Start `purge(conn)` in a thread, run `measure()` meanwhile; the purge's duration,
+    rows, and how much of the measurement it overlapped."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            started = time.perf_counter()
+            outcome = purge(conn)
+            done["s"] = time.perf_counter() - started
+            done["rows"] = getattr(outcome, "deleted", outcome)
+
+    thread = threading.Thread(target=run)
+    started = time.perf_counter()
+    thread.start()
+    during = measure()
+    measured_s = time.perf_counter() - started
+    thread.join()
+    return {
+        "rows": done["rows"],
+        "seconds": done["s"],
+        "rows_per_s": done["rows"] / done["s"] if done["s"] else None,
+        "during": during,
+        "overlap": min(done["s"], measured_s) / measured_s,
+    }
+
+
+def outbox_growth(
+    dsn: str, pgbench: Path, rows: int, clients: int, seconds: int, rounds: int
+) -> dict[str, Any]:
+    """The append into an outbox of `rows` rows against an empty one; then a CDC-mode
+    outbox purge of all of them with the append running."""
+    empty, full = (
+        own_schema(dsn, "bench_outbox_empty", "cdc"),
+        own_schema(dsn, "bench_outbox", "cdc"),
+    )
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(SETUP)
+        fill_outbox(dsn, full, rows, days_ago=20)
+        with tempfile.TemporaryDirectory() as tmp:
+            scripts = {}
+            for label, names in (("empty", empty), ("full", full)):
+                scripts[label] = Path(tmp) / f"{label}.sql"
+                scripts[label].write_text(pipelined(ONE_ROW, outbox_insert(names.schema)))
+            runs = interleaved(
+                {
+                    label: partial(_tps, pgbench, dsn, path, clients, seconds)
+                    for label, path in scripts.items()
+                },
+                rounds,
+            )
+            purge = _purge_while(
+                lambda conn: purge_outbox(
+                    conn,
+                    timedelta(days=15),
+                    read_until=datetime.now(UTC).replace(tzinfo=None),
+                    names=full,
+                    connector_config={
+                        "table.include.list": full.outbox_qualified,
+                        "publication.name": full.publication,
+                    },
+                ),
+                dsn,
+                partial(_tps, pgbench, dsn, scripts["full"], clients, seconds),
+            )
+        baseline = statistics.median(r["tps"] for r in runs["full"])
+        return {
+            "rows": rows,
+            "rounds": rounds,
+            "tps": {k: spread([r["tps"] for r in v]) for k, v in runs.items()},
+            "ratios": {"append, full / empty": ratio_spread(runs, "full", "empty", "tps")},
+            "purge": {**purge, "during / baseline": purge["during"]["tps"] / baseline},
+        }
+    finally:
+        drop_schema(dsn, empty)
+        drop_schema(dsn, full)
