@@ -39,9 +39,16 @@ def test_bench_smoke_run_writes_results_and_a_plot(stack: Endpoints, tmp_path: P
         "e2e",
         "drain",
         "catch_up",
+        "inbox_growth",
+        "outbox_growth",
     } <= set(results)
     assert results["machine"]["cores"] >= 1
-    assert results["consumer_cost"]["records_per_s"]["cdcbox_batch"] > 0
+    batch = results["consumer_cost"]["records_per_s"]["cdcbox_batch"]
+    assert len(batch["values"]) == results["consumer_cost"]["rounds"] >= 2  # interleaved
+    assert batch["min"] <= batch["median"] <= batch["max"]
+    assert set(results["inbox_growth"]["sizes"]) == {"20000", "40000"}
+    assert results["inbox_growth"]["purge"]["rows"] == 20_000  # the older half
+    assert results["outbox_growth"]["purge"]["rows"] == 20_000
     cdc = results["e2e"]["cdc"]["200"]
     assert cdc["processed"] == cdc["events"] > 0
     assert results["catch_up"]["backlog_at_restart"] > 0

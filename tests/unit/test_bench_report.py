@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench import report
-from bench.stats import spread
+from bench.stats import interleaved, ratio_spread, spread
 from bench.targets import CROSSES, MET, MISSED, NOT_MEASURED, TARGETS, judged
 
 
@@ -69,3 +69,21 @@ def test_a_new_results_file_does_not_change_what_the_readme_must_show(tmp_path: 
         assert report.latest() == newest
     finally:
         fresh.unlink()
+
+
+def test_runs_are_interleaved_round_by_round_and_ratios_taken_within_a_round() -> None:
+    calls: list[str] = []
+
+    def run(name: str, value: float) -> Any:
+        def measure() -> dict[str, float]:
+            calls.append(name)
+            return {"rate": value * (len(calls) + 1)}  # the machine speeds up over time
+
+        return measure
+
+    results = interleaved({"a": run("a", 1.0), "b": run("b", 2.0)}, rounds=3)
+    assert calls == ["a", "b", "a", "b", "a", "b"]
+    ratio = ratio_spread(results, "b", "a", "rate")
+    # Each ratio pairs the runs of one round, never a run with another round's.
+    assert [round(v, 2) for v in ratio["values"]] == [3.0, 2.5, 2.33]
+    assert ratio["median"] == ratio["values"][1] and ratio["min"] < ratio["max"]
