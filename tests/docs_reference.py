@@ -73,6 +73,12 @@ def cli_page() -> str:
         "Every command, and every option with its environment variable and default.",
         "Global options (`cdc-ctl --dsn … COMMAND`) come first.",
         "",
+        "Units, the same everywhere: a numeric time is in seconds; an option passed on to",
+        "Kafka keeps Kafka's name and unit (`--session-timeout-ms`); a retention or age is a",
+        "duration with its unit (`7d`, `12h`, `30m`); sizes are in bytes; an LSN is written",
+        "as PostgreSQL writes it (`0/16B3748`). `--json` prints a read as JSON, `--yes`",
+        "confirms a destructive command, `--dry-run` says what it would do.",
+        "",
     ]
     for path, command in [([], cli), *_commands(cli, [])]:
         lines += [f"## cdc-ctl {' '.join(path)}".rstrip(), ""]

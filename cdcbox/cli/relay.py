@@ -44,7 +44,7 @@ def relay() -> None:
     default=_d.poll_interval_s,
     show_default=True,
     envvar="CDCBOX_RELAY_POLL_INTERVAL_S",
-    help="Fallback when no NOTIFY arrives.",
+    help="Seconds between polls when no NOTIFY arrives.",
 )
 @click.option(
     "--max-attempts",
