@@ -106,8 +106,14 @@ def _slots(state: PipelineState) -> list[Metric]:
 
 
 def _inbox(state: PipelineState, labelled: bool) -> list[Metric]:
-    if not state.inbox:
-        return []
+    size = _gauge(
+        "cdcbox_inbox_estimated_rows",
+        "Inbox rows as PostgreSQL estimates them (pg_class.reltuples, as of the last VACUUM "
+        "or ANALYZE): how large retention lets the inbox grow",
+        labelled,
+    )
+    for estimate in state.inbox_sizes:
+        size.add_metric([estimate.service] if labelled else [], estimate.rows)
     inbox = _gauge(
         "cdcbox_inbox_rows",
         "Unfinished inbox rows by consumer and status (FAILED: dead-lettered and held; "
@@ -129,7 +135,7 @@ def _inbox(state: PipelineState, labelled: bool) -> list[Metric]:
         service = [count.service] if labelled else []
         family = finished if count.finished else inbox
         family.add_metric([*service, count.consumer, count.status], count.rows)
-    return [inbox, finished]
+    return [size, inbox, finished]
 
 
 def _parked(state: PipelineState, labelled: bool) -> list[Metric]:

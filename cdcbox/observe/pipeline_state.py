@@ -66,6 +66,15 @@ class InboxCount:
 
 
 @dataclass(frozen=True)
+class InboxSize:
+    """An inbox's rows as PostgreSQL estimates them (`pg_class.reltuples`, as of the last
+    VACUUM or ANALYZE): how large retention lets it grow, read without counting."""
+
+    rows: int
+    service: str = ""
+
+
+@dataclass(frozen=True)
 class ParkedCount:
     """Aggregates one consumer name holds parked behind a dead-lettered event."""
 
@@ -141,6 +150,7 @@ class PipelineState:
     lags: Sequence[PartitionLag] = ()
     errors: dict[str, str] = field(default_factory=dict)  # source → why it was not read
     parked: Sequence[ParkedCount] = ()
+    inbox_sizes: Sequence[InboxSize] = ()
 
 
 def read_state(sources: Sources) -> PipelineState:
@@ -150,13 +160,15 @@ def read_state(sources: Sources) -> PipelineState:
     slots: dict[str, SlotStatus] = {}  # per cluster: the same slot seen from each database
     inbox: list[InboxCount] = []
     parked: list[ParkedCount] = []
+    sizes: list[InboxSize] = []
     connectors: Sequence[ConnectorState] = ()
     lags: Sequence[PartitionLag] = ()
     for database in sources.databases():
         try:
             with connect(database.dsn) as conn:
-                outbox, counts, held = read_database(conn, sources.names, database.name)
+                outbox, counts, held, size = read_database(conn, sources.names, database.name)
                 outboxes += [outbox] if outbox is not None else []
+                sizes += [size] if size is not None else []
                 inbox += [c for c in counts if matches(c.consumer, sources.consumers)]
                 parked += [p for p in held if matches(p.consumer, sources.consumers)]
                 slots.update((s.name, s) for s in slot_status(conn))
@@ -174,15 +186,16 @@ def read_state(sources: Sources) -> PipelineState:
             errors["kafka"] = _one_line(e)
     ordered_slots = [slots[name] for name in sorted(slots)]
     return PipelineState(
-        time.time(), outboxes, ordered_slots, inbox, connectors, lags, errors, parked
+        time.time(), outboxes, ordered_slots, inbox, connectors, lags, errors, parked, sizes
     )
 
 
 def read_database(
     conn: psycopg.Connection[Any], names: DbNames, service: str
-) -> tuple[OutboxState | None, list[InboxCount], list[ParkedCount]]:
-    """One database's outbox, inbox counts and parked aggregates, each only where its
-    table exists: a consume-only database has no outbox, a produce-only one no inbox."""
+) -> tuple[OutboxState | None, list[InboxCount], list[ParkedCount], InboxSize | None]:
+    """One database's outbox, inbox counts, parked aggregates and inbox size, each only
+    where its table exists: a consume-only database has no outbox, a produce-only one no
+    inbox."""
     present = conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
         (f'"{names.schema}"."{names.outbox}"', f'"{names.schema}"."{names.inbox}"'),
@@ -196,9 +209,14 @@ def read_database(
     if has_outbox:
         polling = recorded_relay_mode(conn, names) == "polling"
         outbox = dataclasses.replace(read_outbox(conn, names, polling), service=service)
-    counts = read_inbox(conn, names, service) if has_inbox else []
-    held = read_parked(conn, names, service) if has_inbox else []
-    return outbox, counts, held
+    if not has_inbox:
+        return outbox, [], [], None
+    estimate = conn.execute(
+        "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+        (f'"{names.schema}"."{names.inbox}"',),
+    ).fetchone()
+    size = InboxSize(int(estimate[0]) if estimate else 0, service)
+    return outbox, read_inbox(conn, names, service), read_parked(conn, names, service), size
 
 
 def read_parked(conn: psycopg.Connection[Any], names: DbNames, service: str) -> list[ParkedCount]:

@@ -199,7 +199,9 @@ def test_top_and_the_exporter_read_every_service_and_name_it(
     outboxes = {labels for metric, labels in samples if metric == "cdcbox_outbox_appended_total"}
     assert outboxes == {(("service", "orders"),), (("service", "inventory"),)}
     inbox_services = {
-        dict(labels)["service"] for metric, labels in samples if metric == "cdcbox_inbox_rows"
+        dict(labels)["service"]
+        for metric, labels in samples
+        if metric == "cdcbox_inbox_estimated_rows"
     }
     assert inbox_services == set(names)
     top = invoke("top", "--once", "--interval", "0.2", *(f"--service={n}" for n in names))

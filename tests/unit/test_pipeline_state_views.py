@@ -16,6 +16,7 @@ from cdcbox.observe.exporter import metrics_of
 from cdcbox.observe.pipeline_state import (
     ConnectorState,
     InboxCount,
+    InboxSize,
     OutboxState,
     ParkedCount,
     PartitionLag,
@@ -41,6 +42,7 @@ def state(taken_at: float, last_id: int, processed: int, **overrides: object) ->
         ],
         "connectors": [ConnectorState("cdcbox-outbox", "RUNNING", ("RUNNING", "FAILED"))],
         "parked": [ParkedCount("inventory", 2)],
+        "inbox_sizes": [InboxSize(1_000_000)],
         "lags": [PartitionLag("inventory-service", "outbox.event.order", 0, 7)],
     }
     values.update(overrides)
@@ -68,6 +70,7 @@ def test_the_exporter_serves_each_reading_and_marks_an_unread_source_down() -> N
     assert "cdcbox_outbox_rows" not in text  # a CDC database has no polling backlog
     assert 'cdcbox_slot_retained_wal_bytes{slot="cdcbox_outbox"} 2.097152e+06' in text
     assert 'cdcbox_inbox_rows{consumer="inventory",status="FAILED"} 1.0' in text
+    assert "cdcbox_inbox_estimated_rows 1e+06" in text
     assert 'cdcbox_inbox_finished_last_minute{consumer="inventory",status="PROCESSED"} 10.0' in text
     assert 'cdcbox_inbox_rows{consumer="inventory",status="PROCESSED"}' not in text
     assert 'cdcbox_parked_aggregates{consumer="inventory"} 2.0' in text
