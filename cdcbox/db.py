@@ -161,13 +161,12 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
     Atomic like `conn.transaction()`: an error of a queued statement surfaces at the
     next result read or at COMMIT, and then (or on any exception of the block) the
     transaction is rolled back and the error raised. On connections from `connect`,
-    reading `cursor.rowcount` waits for its statement (`PipelineAwareCursor`). What the
-    block must not do: commit (psycopg cannot refuse it, as it does inside `conn.transaction()`)."""
+    reading `cursor.rowcount` waits for its statement (`PipelineAwareCursor`). Inside
+    it, psycopg refuses `conn.commit()` as it does in any `conn.transaction()` block
+    (queued in the pipeline, that block's BEGIN and COMMIT cost no round trip)."""
     try:
-        with conn.pipeline():
-            conn.execute("BEGIN")
+        with conn.pipeline(), conn.transaction():
             yield
-            conn.execute("COMMIT")
     except BaseException:
         _end_failed_pipeline(conn)
         raise

@@ -231,3 +231,26 @@ def test_per_record_a_handler_a_pipeline_cannot_carry_is_applied_and_no_longer_p
     assert "without one from now on" in caplog.text
     assert outcome_of(pipeline, conn, record(aggregate, 2)) == Outcome.PROCESSED
     assert handler.calls == 3
+
+
+class Commits(Counter):
+    """Commits by itself, which a handler must never do: its write would be committed
+    apart from the inbox claim and the version guard."""
+
+    def handle(self, event: Any, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("INSERT INTO pipelined_tally VALUES (%s, 1)", (str(event.event_id),))
+        conn.commit()
+
+
+def test_a_handler_that_commits_is_refused_and_nothing_it_wrote_is_kept(
+    database: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Pipelined (the default), psycopg still refuses `commit()` inside the record's
+    transaction, as it does outside a pipeline."""
+    handler = Commits(unique("consumer"))
+    letters = RecordedLetters()
+    pipeline = parking_pipeline(database, handler, letters)
+    rec = record(unique("agg"), 1)
+    assert outcome_of(pipeline, conn, rec) == Outcome.DEAD_LETTERED
+    event_id = dict(rec.headers)["id"].decode()  # type: ignore[union-attr]
+    assert tally(conn, event_id) is None
