@@ -34,6 +34,18 @@ SERVER_SETTINGS = {
 }
 
 
+def as_postgres() -> list[str]:
+    """The prefix that runs a command as the postgres system user (util-linux's runuser,
+    which root has; the stack's sessions run as root)."""
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        raise StackError(
+            "runuser (util-linux) is not on PATH: the native stack runs PostgreSQL as the "
+            "postgres user with it (is /usr/sbin on PATH?)"
+        )
+    return [runuser, "-u", "postgres", "--"]
+
+
 def cluster_root(state_dir: Path) -> Path:
     """Where the cluster lives: in the state directory when the postgres user can reach
     it; otherwise (a state directory under root's private home, say) under /var/tmp, keyed
@@ -43,7 +55,7 @@ def cluster_root(state_dir: Path) -> Path:
         return preferred
     state_dir.mkdir(parents=True, exist_ok=True)
     probe = subprocess.run(
-        ["runuser", "-u", "postgres", "--", "test", "-x", str(state_dir)],
+        [*as_postgres(), "test", "-x", str(state_dir)],
         check=False,
         capture_output=True,
     )
@@ -202,9 +214,7 @@ class NativePostgres:
                 if path == self.config.state_dir:
                     continue
                 os.chown(path, account.pw_uid, account.pw_gid)
-            probe = subprocess.run(
-                ["runuser", "-u", "postgres", "--", "test", "-w", str(self.root)], check=False
-            )
+            probe = subprocess.run([*as_postgres(), "test", "-w", str(self.root)], check=False)
             if probe.returncode != 0:
                 raise StackError(
                     f"the postgres system user cannot write {self.root}: put the stack's "
@@ -265,7 +275,7 @@ class NativePostgres:
                     )
 
     def _run_as_postgres(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        prefix = ["runuser", "-u", "postgres", "--"] if postgres_account() else []
+        prefix = as_postgres() if postgres_account() else []
         return subprocess.run(prefix + argv, capture_output=True, text=True, check=False, cwd="/")
 
 
