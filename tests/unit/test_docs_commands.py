@@ -6,6 +6,7 @@ are checked against the CLI itself here, with no stack."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -88,3 +89,25 @@ def test_the_other_shell_lines_run_what_the_repository_has() -> None:
                     if word == "--profile":
                         profile = re.escape(words[i + 1])
                         assert re.search(rf"profiles: \[[^]]*\b{profile}\b", compose), line
+
+
+def test_a_dockerfile_of_the_docs_extends_the_image_compose_builds() -> None:
+    """The image users extend: its name is the one compose builds, the user it copies as
+    is the image's, and its CMD is a cdc-ctl command line (the image's entrypoint)."""
+    dockerfile = (ROOT / "infra" / "cdcbox.Dockerfile").read_text()
+    compose = (ROOT / "infra" / "docker-compose.yml").read_text()
+    assert 'ENTRYPOINT ["cdc-ctl"]' in dockerfile
+    blocks = [
+        block
+        for page in PAGES
+        for block in re.findall(r"```dockerfile\n(.*?)```", page.read_text(), re.S)
+    ]
+    assert blocks
+    for block in blocks:
+        image = re.search(r"^FROM (\S+)", block, re.M)
+        assert image and f"image: {image.group(1)}" in compose
+        for user in re.findall(r"--chown=(\w+)", block):
+            assert re.search(rf"useradd .* {user}$", dockerfile, re.M), user
+        command = re.search(r"^CMD (\[.*\])", block, re.M)
+        assert command, block
+        check("cdc-ctl " + " ".join(json.loads(command.group(1))))
