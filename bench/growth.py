@@ -34,7 +34,7 @@ from psycopg import sql
 from bench.consumer_cost import cdcbox_run, in_child, prefill
 from bench.e2e import drop_schema, own_schema
 from bench.handlers import EFFECT_DDL
-from bench.producer import ONE_ROW, SETUP, _tps, outbox_insert, pipelined
+from bench.producer import ONE_ROW, SETUP, outbox_insert, pgbench_tps, pipelined
 from bench.stats import interleaved, ratio_spread, spread
 from cdcbox import wire
 from cdcbox.names import DbNames
@@ -223,7 +223,7 @@ def outbox_growth(
                 scripts[label].write_text(pipelined(ONE_ROW, outbox_insert(names.schema)))
             runs = interleaved(
                 {
-                    label: partial(_tps, pgbench, dsn, path, clients, seconds)
+                    label: partial(pgbench_tps, pgbench, dsn, path, clients, seconds)
                     for label, path in scripts.items()
                 },
                 rounds,
@@ -240,7 +240,7 @@ def outbox_growth(
                     },
                 ),
                 dsn,
-                partial(_tps, pgbench, dsn, scripts["full"], clients, seconds),
+                partial(pgbench_tps, pgbench, dsn, scripts["full"], clients, seconds),
             )
         baseline = statistics.median(r["tps"] for r in runs["full"])
         return {

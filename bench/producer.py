@@ -113,7 +113,9 @@ def outboxes(dsn: str) -> None:
             conn.execute(f"ALTER TABLE {UNCHECKED}.outbox_event DROP CONSTRAINT {name}")
 
 
-def _tps(pgbench: Path, dsn: str, script: Path, clients: int, seconds: int) -> dict[str, Any]:
+def pgbench_tps(
+    pgbench: Path, dsn: str, script: Path, clients: int, seconds: int
+) -> dict[str, Any]:
     command = [str(pgbench), "-n", "-c", str(clients), "-j", "2", "-T", str(seconds)]
     out = subprocess.run(
         [*command, "-M", "prepared", "-f", str(script)],
@@ -147,7 +149,7 @@ def run(dsn: str, pgbench: Path, clients: int, seconds: int, rounds: int) -> dic
             path.write_text(CASES[name])
         runs = interleaved(
             {
-                name: partial(_tps, pgbench, dsn, path, clients, seconds)
+                name: partial(pgbench_tps, pgbench, dsn, path, clients, seconds)
                 for name, path in scripts.items()
             },
             rounds,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,3 +120,21 @@ def a_record(
 ) -> Record:
     """A consumed record (the harness's `Record`, kafka-python's shape) with test defaults."""
     return Record(topic, partition, offset, key, value, list(headers or []))
+
+
+def free_port() -> int:
+    """A port no socket uses now (bound to 0, then released), for a server a test starts:
+    a fixed port in the ephemeral range can be a client connection's local port."""
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports (all held while they are picked)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()

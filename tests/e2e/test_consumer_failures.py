@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
 import urllib.error
 import urllib.request
 from typing import Any
@@ -20,18 +19,12 @@ from cdcbox.producer.outbox import EVENT_COLUMNS, ISO_FORMAT, NewEvent, Outbox, 
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects
 from tests.e2e.topics import read_topic
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, free_port, unique
 
 pytestmark = pytest.mark.e2e
 OUTBOX = Outbox()
 PARTITIONS = 3  # of each outbox topic on the test stack
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def readyz(port: int) -> tuple[int, str]:

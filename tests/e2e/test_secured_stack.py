@@ -32,7 +32,7 @@ from cdcbox.stack.endpoints import Endpoints
 from cdcbox.stack.secrets import read_password_properties
 from cdcbox.stack.tls import StackTls
 from cdcbox.testing import read_topic
-from tests.helpers import unique
+from tests.helpers import free_ports, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -42,10 +42,13 @@ def secured(
     native_stack: StackConfig, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[StackConfig, Endpoints]]:
     """A secured stack beside the session's, sharing its jar cache; purged afterwards."""
+    postgres, kafka, controller, connect = free_ports(4)
     config = dataclasses.replace(
         native_stack,
         state_dir=tmp_path_factory.mktemp("secured"),
-        ports=Ports(postgres=56432, kafka=60092, controller=60093, connect=59083),
+        # Free ports, not fixed ones: these lie in the ephemeral range, where a client
+        # connection of the busy session stack may hold one and fail Kafka's bind.
+        ports=Ports(postgres=postgres, kafka=kafka, controller=controller, connect=connect),
         secure=True,
         with_metrics=False,  # its ports are the session stack's
         kafka_heap_mb=512,

@@ -5,7 +5,6 @@ pinning WAL. The consumer's real pipeline then applies events on it. Real Postgr
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from cdcbox.stack.config import Ports, StackConfig
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
 from cdcbox.testing import Harness
-from tests.helpers import login_role, unique
+from tests.helpers import free_port, login_role, unique
 
 pytestmark = pytest.mark.integration
 
@@ -123,12 +122,6 @@ def test_a_consumer_runs_on_a_consume_only_database(
         paid = NewEvent("order", "o1", "OrderPaid", {}, 1)
         assert harness.send(paid) == {Outcome.PROCESSED: 1}
     assert applied == ["o1"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ asked anything. Cases that need a running service are in tests/integration and t
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import textwrap
 from pathlib import Path
@@ -21,13 +20,7 @@ from cdcbox.stack.compose import ComposeStack
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import ENV_NAMES, Endpoints
 from cdcbox.stack.secrets import StackSecrets
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.helpers import free_port
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:

@@ -4,7 +4,6 @@ retrying). No service is needed: the database it is given does not exist."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -13,15 +12,9 @@ import pytest
 
 from cdcbox.relay.config import RelayConfig
 from cdcbox.relay.worker import RelayWorker
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 
 pytestmark = pytest.mark.unit
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def get(url: str) -> tuple[int, str]:
