@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from cdcbox.cli.main import cli
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.topics import ensure_topics
+from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
 from tests.unit.test_docs_commands import commands
 
@@ -70,10 +71,14 @@ def test_the_docs_have_read_only_lines_to_run() -> None:
 
 
 @pytest.mark.parametrize("line", runnable())
-def test_a_read_only_line_of_the_docs_runs_as_written(stack: Endpoints, line: str) -> None:
+def test_a_read_only_line_of_the_docs_runs_as_written(
+    stack: Endpoints, native_stack: StackConfig, line: str
+) -> None:
     words = shlex.split(line)[1:]
     if command_path(words) == ("dlq", "list"):  # the docs' example topic, as if used
         ensure_topics(KafkaSettings(stack.bootstrap_servers), [words[-1]])
-    result = CliRunner().invoke(cli, words)
+    # `stack …` reads the state directory of the stack the tests run against.
+    env = {"CDCBOX_STACK_DIR": str(native_stack.state_dir)}
+    result = CliRunner().invoke(cli, words, env=env)
     assert result.exit_code == 0, f"`{line}` exited {result.exit_code}: {result.output[-2000:]}"
     assert result.output.strip(), f"`{line}` printed nothing"
