@@ -181,10 +181,7 @@ def pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
         with conn.pipeline():
             yield
     except BaseException:
-        if not conn.closed and (
-            conn.broken or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
-        ):
-            conn.close()
+        _close_if_unusable(conn)
         raise
 
 
@@ -194,16 +191,21 @@ def _end_failed_pipeline(conn: psycopg.Connection[Any]) -> None:
     leave libpq in pipeline mode on a connection psycopg does not call broken; every
     later statement would fail on it, so it is closed, and `Reconnecting` opens another
     (the server rolls back what was open)."""
-    if conn.closed:
-        return
-    if conn.broken or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
-        conn.close()
+    if conn.closed or _close_if_unusable(conn):
         return
     if conn.info.transaction_status != TransactionStatus.IDLE:
         try:
             conn.execute("ROLLBACK")
         except psycopg.Error:
             conn.close()
+
+
+def _close_if_unusable(conn: psycopg.Connection[Any]) -> bool:
+    """Close a connection a failed pipeline left broken or still in pipeline mode."""
+    if not conn.closed and (conn.broken or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF):
+        conn.close()
+        return True
+    return False
 
 
 def durability_barrier(conn: psycopg.Connection[Any]) -> None:
