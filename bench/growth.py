@@ -10,7 +10,8 @@ each reported as a ratio to the empty case (median, min, max).
   `outbox_rows` rows, in CDC mode, before any purge.
 - `outbox purge` and `inbox purge` (the library calls `cdc-ctl` makes) over `purged`
   rows, timed, with the append (for the outbox) or a batch-mode consumer (for the inbox)
-  measured while each runs.
+  measured while each runs, once, unpaced; then the same writers alone and beside a purge
+  paced to `PACED_ROWS_PER_S` (`--max-rate`), interleaved round by round.
 
 History rows look like real ones: time-ordered (UUIDv7-like) ids, several consumer
 names, PROCESSED, finished days ago.
@@ -18,11 +19,15 @@ names, PROCESSED, finished days ago.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import statistics
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -39,6 +44,7 @@ from bench.stats import interleaved, ratio_spread, spread
 from cdcbox import wire
 from cdcbox.names import DbNames
 from cdcbox.observe.pipeline_state import read_database
+from cdcbox.ops.pacing import Pace
 from cdcbox.ops.retention import InboxFloor, purge_inbox, purge_outbox
 
 CHUNK = 1_000_000  # rows per filling statement
@@ -48,8 +54,15 @@ HISTORY_ID = (
     "|| substr(md5(g::text), 1, 19))::uuid"
 )
 
+Progress = Callable[[int, int], None]
+Purge = Callable[..., Any]  # (conn, progress, pace=None) -> what the library call returns
+HISTORY_FLOOR = InboxFloor(timedelta(days=7), timedelta(hours=1), timedelta(days=1))
+PACED_ROWS_PER_S = 20_000  # the paced purges' `--max-rate`
 
-def fill_inbox(dsn: str, names: DbNames, first: int, rows: int, days_ago: int) -> None:
+
+def fill_inbox(
+    dsn: str, names: DbNames, first: int, rows: int, days_ago: int, vacuum: bool = True
+) -> None:
     """Rows `first`.. of history, PROCESSED `days_ago` days ago by four consumer names."""
     ts = f"now() - interval '{days_ago} days'"
     statement = sql.SQL(
@@ -63,10 +76,11 @@ def fill_inbox(dsn: str, names: DbNames, first: int, rows: int, days_ago: int) -
     with psycopg.connect(dsn, autocommit=True) as conn:
         for start in range(first, first + rows, CHUNK):
             conn.execute(statement, (start, min(start + CHUNK, first + rows) - 1))
-        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(names.table("inbox")))
+        if vacuum:
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(names.table("inbox")))
 
 
-def fill_outbox(dsn: str, names: DbNames, rows: int, days_ago: int) -> None:
+def fill_outbox(dsn: str, names: DbNames, rows: int, days_ago: int, vacuum: bool = True) -> None:
     """`rows` published events of history (CDC mode keeps them until a purge)."""
     ts = f"(now() AT TIME ZONE 'UTC') - interval '{days_ago} days'"
     statement = sql.SQL(
@@ -81,7 +95,8 @@ def fill_outbox(dsn: str, names: DbNames, rows: int, days_ago: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for start in range(1, rows + 1, CHUNK):
             conn.execute(statement, (start, min(start + CHUNK, rows + 1) - 1))
-        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(names.table("outbox")))
+        if vacuum:
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(names.table("outbox")))
 
 
 def _scrape_s(dsn: str, names: DbNames) -> dict[str, Any]:
@@ -153,22 +168,36 @@ def inbox_growth(
                         runs, "per_record", "per_record empty", "records_per_s"
                     ),
                     "batch / empty": ratio_spread(runs, "batch", "batch empty", "records_per_s"),
+                    "exporter reading, empty / this inbox": ratio_spread(
+                        runs, "scrape empty", "scrape", "s"
+                    ),
                 },
             }
-        baseline = in_child(cdcbox_run, dsn, bootstrap, topic, records, True, "plain", full)
-        result["purge"] = _purge_while(
-            lambda conn: purge_inbox(
-                conn,
-                timedelta(days=15),
-                InboxFloor(timedelta(days=7), timedelta(hours=1), timedelta(days=1)),
-                names=full,
-            ),
-            dsn,
-            lambda: in_child(cdcbox_run, dsn, bootstrap, topic, records, True, "plain", full),
+        batch_consumer = partial(
+            in_child, cdcbox_run, dsn, bootstrap, topic, records, True, "plain", full
         )
+        baseline = batch_consumer()
+
+        def purge(conn: Any, progress: Progress, pace: Pace | None = None) -> int:
+            return purge_inbox(
+                conn, timedelta(days=15), HISTORY_FLOOR, names=full, progress=progress, pace=pace
+            )
+
+        result["purge"] = _purge_while(purge, dsn, batch_consumer)
         result["purge"]["baseline_records_per_s"] = baseline["records_per_s"]
         result["purge"]["during / baseline"] = (
             result["purge"]["during"]["records_per_s"] / baseline["records_per_s"]
+        )
+        firsts = itertools.count(filled + 1, PACED_ROWS_PER_S * 60)
+        result["paced_purge"] = _paced_purge(
+            lambda rows: fill_inbox(dsn, full, next(firsts), rows, 20, vacuum=False),
+            purge,
+            dsn,
+            batch_consumer,
+            "records_per_s",
+            rounds,
+            # The purge must outlast the consumer's run, start-up included.
+            window_s=3 + 2 * records / baseline["records_per_s"],
         )
     finally:
         drop_schema(dsn, empty)
@@ -176,22 +205,50 @@ def inbox_growth(
     return result
 
 
-def _purge_while(purge: Any, dsn: str, measure: Any) -> dict[str, Any]:
-    """Start `purge(conn)` in a thread, run `measure()` meanwhile; the purge's duration,
-    rows, and how much of the measurement it overlapped."""
-    done: dict[str, Any] = {}
+class _Stopped(Exception):
+    """Ends a paced purge between two batches (each batch is its own transaction, so
+    nothing is left half done)."""
+
+
+@dataclass
+class _PaceUntil(Pace):
+    """A `Pace` that, once `over` is set, ends the purge after its wait: the purge's rate
+    is then taken at the point where the pace holds it, not just after a batch."""
+
+    over: threading.Event = field(default_factory=threading.Event)
+
+    def done(self, units: int) -> None:
+        super().done(units)
+        if self.over.is_set():
+            raise _Stopped
+
+
+def _purge_while(
+    purge: Purge,
+    dsn: str,
+    measure: Callable[[], dict[str, Any]],
+    over: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Start `purge(conn, progress)` in a thread, run `measure()` meanwhile, then set
+    `over`; the purge's duration, rows, and how much of the measurement it overlapped."""
+    done: dict[str, Any] = {"rows": 0}
+    over = over or threading.Event()
+
+    def progress(deleted: int, _total: int) -> None:
+        done["rows"] = deleted
 
     def run() -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             started = time.perf_counter()
-            outcome = purge(conn)
+            with contextlib.suppress(_Stopped):
+                purge(conn, progress)
             done["s"] = time.perf_counter() - started
-            done["rows"] = getattr(outcome, "deleted", outcome)
 
     thread = threading.Thread(target=run)
     started = time.perf_counter()
     thread.start()
     during = measure()
+    over.set()
     measured_s = time.perf_counter() - started
     thread.join()
     return {
@@ -200,6 +257,40 @@ def _purge_while(purge: Any, dsn: str, measure: Any) -> dict[str, Any]:
         "rows_per_s": done["rows"] / done["s"] if done["s"] else None,
         "during": during,
         "overlap": min(done["s"], measured_s) / measured_s,
+    }
+
+
+def _paced_purge(
+    fill: Callable[[int], None],
+    purge: Purge,
+    dsn: str,
+    measure: Callable[[], dict[str, Any]],
+    key: str,
+    rounds: int,
+    window_s: float,
+) -> dict[str, Any]:
+    """The writers (`measure()`, reporting `key`) alone and beside a purge held to
+    `PACED_ROWS_PER_S`, interleaved round by round. Each round first adds enough old rows
+    for `window_s` of purging; the purge stops when the measurement ends."""
+
+    def beside() -> dict[str, Any]:
+        fill(int(PACED_ROWS_PER_S * window_s))
+        over = threading.Event()
+        paced = partial(purge, pace=_PaceUntil(PACED_ROWS_PER_S, over=over))
+        outcome = _purge_while(paced, dsn, measure, over)
+        return {**outcome["during"], "purge": outcome}
+
+    runs = interleaved({"alone": measure, "beside": beside}, rounds)
+    purges = [r["purge"] for r in runs["beside"]]
+    return {
+        "max_rate": PACED_ROWS_PER_S,
+        "rounds": rounds,
+        "rows": [p["rows"] for p in purges],
+        "rows_per_s": spread([p["rows_per_s"] for p in purges]),
+        "overlap": spread([p["overlap"] for p in purges]),
+        "alone": spread([r[key] for r in runs["alone"]]),
+        "beside": spread([r[key] for r in runs["beside"]]),
+        "beside / alone": ratio_spread(runs, "beside", "alone", key),
     }
 
 
@@ -228,8 +319,10 @@ def outbox_growth(
                 },
                 rounds,
             )
-            purge = _purge_while(
-                lambda conn: purge_outbox(
+            append = partial(pgbench_tps, pgbench, dsn, scripts["full"], clients, seconds)
+
+            def purge(conn: Any, progress: Progress, pace: Pace | None = None) -> Any:
+                return purge_outbox(
                     conn,
                     timedelta(days=15),
                     read_until=datetime.now(UTC).replace(tzinfo=None),
@@ -238,9 +331,19 @@ def outbox_growth(
                         "table.include.list": full.outbox_qualified,
                         "publication.name": full.publication,
                     },
-                ),
+                    progress=progress,
+                    pace=pace,
+                )
+
+            unpaced = _purge_while(purge, dsn, append)
+            paced = _paced_purge(
+                lambda n: fill_outbox(dsn, full, n, days_ago=20, vacuum=False),
+                purge,
                 dsn,
-                partial(pgbench_tps, pgbench, dsn, scripts["full"], clients, seconds),
+                append,
+                "tps",
+                rounds,
+                window_s=seconds + 2,
             )
         baseline = statistics.median(r["tps"] for r in runs["full"])
         return {
@@ -248,7 +351,8 @@ def outbox_growth(
             "rounds": rounds,
             "tps": {k: spread([r["tps"] for r in v]) for k, v in runs.items()},
             "ratios": {"append, full / empty": ratio_spread(runs, "full", "empty", "tps")},
-            "purge": {**purge, "during / baseline": purge["during"]["tps"] / baseline},
+            "purge": {**unpaced, "during / baseline": unpaced["during"]["tps"] / baseline},
+            "paced_purge": paced,
         }
     finally:
         drop_schema(dsn, empty)

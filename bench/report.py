@@ -198,6 +198,31 @@ def _growth(results: dict[str, Any]) -> list[str]:
             f"{_n(purge['rows_per_s'])} | {_n(purge['during / baseline'])} | "
             f"{_n(purge['overlap'])} |"
         )
+    return lines + _paced_purges(inbox, outbox)
+
+
+def _paced_purges(inbox: dict[str, Any], outbox: dict[str, Any]) -> list[str]:
+    paced = {
+        "outbox purge, append tps": outbox.get("paced_purge"),
+        "inbox purge, batch consumer rec/s": inbox.get("paced_purge"),
+    }
+    first = paced["outbox purge, append tps"]
+    if first is None or not all(paced.values()):
+        return []
+    lines = [
+        "",
+        f"| purge with `--max-rate {first['max_rate']:,}` ({first['rounds']} interleaved "
+        "rounds), writers | purge rows/s | writers alone | writers beside the purge | "
+        "beside / alone | overlap |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, p in paced.items():
+        assert p is not None
+        lines.append(
+            f"| {name} | {_measured(p['rows_per_s'])} | {_measured(p['alone'])} | "
+            f"{_measured(p['beside'])} | {_measured(p['beside / alone'])} | "
+            f"{_measured(p['overlap'])} |"
+        )
     return lines
 
 

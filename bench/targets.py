@@ -96,18 +96,6 @@ def _largest_inbox(*path: str) -> Callable[[Results], Measured | None]:
     return measure
 
 
-def _scrape_ratio(r: Results) -> Measured | None:
-    scrape = _largest_inbox("scrape_s")(r)
-    if not isinstance(scrape, dict):
-        return None
-    full, empty = scrape["scrape"], scrape["scrape empty"]
-    return {
-        "median": empty["median"] / full["median"],
-        "min": empty["min"] / full["max"],
-        "max": empty["max"] / full["min"],
-    }
-
-
 TARGETS = [
     Target("consumer", "per record: records/s", "rec/s", True, 2000, _cost("cdcbox_per_record")),
     Target(
@@ -256,7 +244,7 @@ TARGETS = [
         TIMES,
         True,
         0.8,
-        _scrape_ratio,
+        _largest_inbox("ratios", "exporter reading, empty / this inbox"),
     ),
     Target(
         "tables grow",
@@ -268,7 +256,7 @@ TARGETS = [
     ),
     Target(
         "tables grow",
-        "append while `outbox purge` runs / before",
+        "append while an unpaced `outbox purge` runs / before",
         TIMES,
         True,
         0.8,
@@ -276,11 +264,27 @@ TARGETS = [
     ),
     Target(
         "tables grow",
-        "batch consumer while `inbox purge` runs / before",
+        "batch consumer while an unpaced `inbox purge` runs / before",
         TIMES,
         True,
         0.8,
         lambda r: _get(r, "inbox_growth", "purge", "during / baseline"),
+    ),
+    Target(
+        "tables grow",
+        "append beside `outbox purge --max-rate` / alone",
+        TIMES,
+        True,
+        0.8,
+        lambda r: _get(r, "outbox_growth", "paced_purge", "beside / alone"),
+    ),
+    Target(
+        "tables grow",
+        "batch consumer beside `inbox purge --max-rate` / alone",
+        TIMES,
+        True,
+        0.8,
+        lambda r: _get(r, "inbox_growth", "paced_purge", "beside / alone"),
     ),
     Target(
         "memory",

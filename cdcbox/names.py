@@ -107,6 +107,7 @@ class DbNames:
             "inbox_status_index_qualified": sql.Identifier(self.schema, f"{self.inbox}_status_idx"),
             "inbox_unfinished_index": sql.Identifier(f"{self.inbox}_unfinished_idx"),
             "inbox_purge_index": sql.Identifier(f"{self.inbox}_purge_idx"),
+            "inbox_touched_statistics": sql.Identifier(self.schema, f"{self.inbox}_touched"),
             "outbox_claim_index": sql.Identifier(f"{self.outbox}_claim_idx"),
             "outbox_aggregate_index": sql.Identifier(f"{self.outbox}_aggregate_idx"),
             "outbox_claim_index_qualified": sql.Identifier(self.schema, f"{self.outbox}_claim_idx"),

@@ -97,6 +97,14 @@ yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmati
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Only say what would be done; change nothing."
 )
+max_rate_option = click.option(
+    "--max-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="ROWS_PER_S",
+    help="Delete at most this many rows per second on average, leaving CPU and WAL to "
+    "the writers beside the purge [no limit].",
+)
 
 
 def confirm(yes: bool, question: str) -> None:

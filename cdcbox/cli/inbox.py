@@ -9,12 +9,14 @@ from cdcbox.cli.common import (
     confirm,
     dry_run_option,
     json_option,
+    max_rate_option,
     print_json,
     print_table,
     settings,
     yes_option,
 )
 from cdcbox.ops import retention
+from cdcbox.ops.pacing import Pace
 
 
 @click.group("inbox")
@@ -56,6 +58,7 @@ def inbox_stats(ctx: click.Context, as_json: bool) -> None:
 )
 @click.option("--force", is_flag=True, help="Purge below the safety floor anyway.")
 @click.option("--batch", type=int, default=5000, show_default=True)
+@max_rate_option
 @yes_option
 @dry_run_option
 @click.pass_context
@@ -67,6 +70,7 @@ def inbox_purge(
     repair_window: str,
     force: bool,
     batch: int,
+    max_rate: float | None,
     yes: bool,
     dry_run: bool,
 ) -> None:
@@ -82,12 +86,13 @@ def inbox_purge(
         if topic_retention
         else retention.inbox_floor(s.kafka(), retry, repair)
     )
+    pace = Pace(max_rate)
     with s.database() as conn, DeletingProgress() as bar:
 
         def purge(dry: bool) -> int:
             return retention.purge_inbox(
                 conn, age, floor, force=force, names=s.names, batch=batch, progress=bar,
-                dry_run=dry,
+                dry_run=dry, pace=pace,
             )  # fmt: skip
 
         planned = purge(dry=True)

@@ -11,6 +11,7 @@ from cdcbox.cli.common import (
     confirm,
     dry_run_option,
     json_option,
+    max_rate_option,
     print_json,
     print_table,
     settings,
@@ -19,6 +20,7 @@ from cdcbox.cli.common import (
 from cdcbox.connect import offsets as connector_offsets
 from cdcbox.migrate import RelayMode, recorded_relay_mode
 from cdcbox.ops import retention
+from cdcbox.ops.pacing import Pace
 from cdcbox.relay.store import RelayStore
 from cdcbox.relay.store import outbox_stats as outbox_stats_of
 
@@ -62,6 +64,7 @@ def outbox_stats(ctx: click.Context, as_json: bool) -> None:
     help="CDC mode: never delete past what this connector confirmed reading.",
 )
 @click.option("--batch", type=int, default=5000, show_default=True)
+@max_rate_option
 @yes_option
 @dry_run_option
 @click.pass_context
@@ -71,6 +74,7 @@ def outbox_purge(
     relay: str | None,
     connector: str,
     batch: int,
+    max_rate: float | None,
     yes: bool,
     dry_run: bool,
 ) -> None:
@@ -78,6 +82,7 @@ def outbox_purge(
     many first and asks, unless --yes."""
     s = settings(ctx)
     age = retention.parse_duration(older_than)
+    pace = Pace(max_rate)
     with s.database() as conn, DeletingProgress() as bar:
         mode = cast(RelayMode, relay) if relay else recorded_relay_mode(conn, s.names)
         read_until, config = None, None
@@ -97,6 +102,7 @@ def outbox_purge(
                 progress=bar,
                 connector_config=config,
                 dry_run=dry,
+                pace=pace,
             )
 
         plan = purge(dry=True)

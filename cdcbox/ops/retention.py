@@ -22,6 +22,7 @@ from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.topics import topic_retention
 from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
+from cdcbox.ops.pacing import Pace
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -55,15 +56,19 @@ def _purge(
     batch: int,
     progress: Callable[[int, int], None],
     dry_run: bool = False,
+    pace: Pace | None = None,
 ) -> int:
     """Count, then delete in batches; `progress(deleted so far, counted)` after each.
-    `dry_run`: only count (what a purge would delete now)."""
+    `dry_run`: only count (what a purge would delete now). `pace`: wait between batches
+    to hold the deletion to its rate."""
     with conn.transaction():
         row = conn.execute(count, params).fetchone()
     total = int(row[0]) if row else 0
     if dry_run:
         return total
     deleted = 0
+    pace = pace or Pace(None)
+    pace.start()
     while deleted < total:
         with conn.transaction():
             n = conn.execute(delete, (*params, batch)).rowcount
@@ -71,6 +76,8 @@ def _purge(
             break
         deleted += n
         progress(deleted, max(total, deleted))
+        if deleted < total:
+            pace.done(deleted)
     return deleted
 
 
@@ -93,6 +100,7 @@ def purge_outbox(
     progress: Callable[[int, int], None] = lambda done, total: None,
     connector_config: Mapping[str, str] | None = None,
     dry_run: bool = False,
+    pace: Pace | None = None,
 ) -> OutboxPurge:
     """Delete outbox rows older than `older_than` that no relay needs any more.
 
@@ -133,7 +141,7 @@ def purge_outbox(
     delete = sql.SQL(
         "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {c} ORDER BY id LIMIT %s)"
     ).format(t=table, c=condition)
-    deleted = _purge(conn, count, delete, (cutoff,), batch, progress, dry_run)
+    deleted = _purge(conn, count, delete, (cutoff,), batch, progress, dry_run, pace)
     return OutboxPurge(deleted, cutoff, capped)
 
 
@@ -210,19 +218,30 @@ def purge_inbox(
     batch: int = 5000,
     progress: Callable[[int, int], None] = lambda done, total: None,
     dry_run: bool = False,
+    pace: Pace | None = None,
 ) -> int:
     """Delete PROCESSED/SKIPPED inbox rows last touched more than `older_than` ago (FAILED
     ones stay for replay; a replayed row counts from when it was processed); refused
     below the safety floor unless forced. `dry_run`: how many it would delete."""
     check_inbox_retention(older_than, floor, force)
+    count, delete = inbox_purge_statements(names)
+    return _purge(conn, count, delete, (older_than,), batch, progress, dry_run, pace)
+
+
+def inbox_purge_statements(names: DbNames) -> tuple[sql.Composed, sql.Composed]:
+    """The inbox purge's count and batch delete (parameters: the age, then the batch
+    size). The expression and the status list are those of the partial index 0006
+    creates. A batch takes the oldest rows in that index's order, which keeps the planner
+    on the index even where its statistics (0014) say most of the inbox is old enough (a
+    LIMIT over a sequential scan would read past every row earlier batches deleted), and
+    deletes them by their row address, with no join the planner could make a scan of the
+    whole table. A row updated meanwhile has moved and is left for the next purge."""
     table = names.table("inbox")
-    # The expression and the status list are those of the partial index 0006 creates.
-    condition = sql.SQL(
-        "coalesce(processed_at, received_at) < now() - %s AND status IN ('PROCESSED', 'SKIPPED')"
-    )
+    touched = sql.SQL("coalesce(processed_at, received_at)")
+    condition = sql.SQL("{} < now() - %s AND status IN ('PROCESSED', 'SKIPPED')").format(touched)
     count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)
     delete = sql.SQL(
-        "DELETE FROM {t} WHERE (event_id, consumer_name) IN (SELECT event_id, consumer_name "
-        "FROM {t} WHERE {c} LIMIT %s)"
-    ).format(t=table, c=condition)
-    return _purge(conn, count, delete, (older_than,), batch, progress, dry_run)
+        "DELETE FROM {t} WHERE ctid = ANY(ARRAY("
+        "SELECT ctid FROM {t} WHERE {c} ORDER BY {touched} LIMIT %s))"
+    ).format(t=table, c=condition, touched=touched)
+    return count, delete

@@ -198,7 +198,7 @@ def test_outbox_and_inbox_retention_keep_what_is_still_needed(
     short = ctl("inbox", "purge", "--older-than", "1d")
     assert short.exit_code == 2
     assert "shorter than the safety floor" in short.output
-    kept = ctl("inbox", "purge", "--older-than", "30d", "--yes")
+    kept = ctl("inbox", "purge", "--older-than", "30d", "--yes", "--max-rate", "500")
     assert kept.exit_code == 0
     assert "deleted 0 inbox rows" in kept.output
     assert json.loads(ctl("inbox", "stats", "--json").output)

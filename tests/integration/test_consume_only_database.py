@@ -67,7 +67,7 @@ def test_migrations_are_split_into_what_consumers_and_producers_need() -> None:
     outbox = {m.version for m in discover("cdc", parts=("outbox",))}
     assert inbox == {
         "0002_inbox", "0004_parking", "0005_consumer_groups", "0006_inbox_purge_index",
-        "0007_breaker", "0012_inbox_unfinished_index",
+        "0007_breaker", "0012_inbox_unfinished_index", "0014_inbox_touched_statistics",
     }  # fmt: skip
     assert "0001_outbox" in outbox and "cdc/0001_debezium" in outbox
     assert inbox | outbox == {m.version for m in discover("cdc", parts=PARTS)}

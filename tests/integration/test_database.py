@@ -73,6 +73,7 @@ def test_migrations_are_idempotent_and_safe_when_run_concurrently(database: str)
         "0011_outbox_causation_id",
         "0012_inbox_unfinished_index",
         "0013_outbox_cheaper_checks",
+        "0014_inbox_touched_statistics",
         "polling/0001_relay_indexes",
         "polling/0002_notify",
         "polling/0003_unsent_indexes",

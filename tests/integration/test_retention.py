@@ -11,8 +11,9 @@ import pytest
 from psycopg import sql
 
 from cdcbox.names import DbNames
+from cdcbox.ops.pacing import Pace
 from cdcbox.ops.retention import InboxFloor, purge_inbox
-from tests.helpers import migrated_schema, unique
+from tests.helpers import FakeTime, migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 NO_FLOOR = InboxFloor(timedelta(0), timedelta(0), timedelta(0))
@@ -83,3 +84,31 @@ def test_the_purge_reports_progress_against_the_count_it_made_first(database: st
         )
     assert deleted == 7
     assert calls == [(3, 7), (6, 7), (7, 7)]  # a real total, not a placeholder length
+
+
+def test_a_paced_purge_waits_between_batches_and_still_deletes_everything(
+    database: str,
+) -> None:
+    names = migrated_schema(database, DbNames(schema=unique("paced")))
+    time = FakeTime()
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (event_id, consumer_name, event_type, status, received_at, "
+                "processed_at) SELECT gen_random_uuid(), 'c', 'Created', 'PROCESSED', "
+                "now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, 7)"
+            ).format(names.table("inbox"))
+        )
+        deleted = purge_inbox(
+            conn,
+            timedelta(days=10),
+            NO_FLOOR,
+            names=names,
+            batch=3,
+            pace=Pace(2, clock=time.clock, sleep=time.sleep),
+        )
+        left = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(names.table("inbox")))
+        assert left.fetchone() == (0,)
+    assert deleted == 7
+    # 3 and then 6 rows at 2 per second; none after the last batch, nothing left to hold.
+    assert time.waits == [1.5, 1.5]

@@ -149,6 +149,14 @@ def test_a_malformed_lsn_is_one_line_naming_the_option() -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["inbox", "outbox"])
+def test_a_purge_rate_that_is_not_positive_is_refused_naming_the_option(command: str) -> None:
+    result = run(command, "purge", "--older-than", "30d", "--max-rate", "0", "--yes")
+    assert result.exit_code == 2
+    assert "Invalid value for '--max-rate'" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_stack_status_as_json_names_each_component_and_exits_1_when_one_is_stopped(
     tmp_path: Path,
 ) -> None:
