@@ -202,26 +202,23 @@ def _growth(results: dict[str, Any]) -> list[str]:
 
 
 def _paced_purges(inbox: dict[str, Any], outbox: dict[str, Any]) -> list[str]:
-    paced = {
-        "outbox purge, append tps": outbox.get("paced_purge"),
-        "inbox purge, batch consumer rec/s": inbox.get("paced_purge"),
-    }
-    first = paced["outbox purge, append tps"]
-    if first is None or not all(paced.values()):
+    paced = [("outbox purge", "append tps", p) for p in outbox.get("paced_purges", [])] + [
+        ("inbox purge", "batch consumer rec/s", p) for p in inbox.get("paced_purges", [])
+    ]
+    if not paced:
         return []
     lines = [
         "",
-        f"| purge with `--max-rate {first['max_rate']:,}` ({first['rounds']} interleaved "
-        "rounds), writers | purge rows/s | writers alone | writers beside the purge | "
+        f"| paced purge ({paced[0][2]['rounds']} interleaved rounds) | `--max-rate` | "
+        "purge rows/s | writers | writers alone | writers beside the purge | "
         "beside / alone | overlap |",
-        "|---|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
     ]
-    for name, p in paced.items():
-        assert p is not None
+    for name, writers, p in paced:
         lines.append(
-            f"| {name} | {_measured(p['rows_per_s'])} | {_measured(p['alone'])} | "
-            f"{_measured(p['beside'])} | {_measured(p['beside / alone'])} | "
-            f"{_measured(p['overlap'])} |"
+            f"| {name} | {p['max_rate']:,} | {_measured(p['rows_per_s'])} | {writers} | "
+            f"{_measured(p['alone'])} | {_measured(p['beside'])} | "
+            f"{_measured(p['beside / alone'])} | {_measured(p['overlap'])} |"
         )
     return lines
 

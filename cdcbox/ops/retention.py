@@ -131,6 +131,16 @@ def purge_outbox(
         _check_connector_reads(conn, connector_config, names)
         if read_until < cutoff:
             cutoff, capped = read_until, True
+    count, delete = outbox_purge_statements(names, mode)
+    deleted = _purge(conn, count, delete, (cutoff,), batch, progress, dry_run, pace)
+    return OutboxPurge(deleted, cutoff, capped)
+
+
+def outbox_purge_statements(names: DbNames, mode: RelayMode) -> tuple[sql.Composed, sql.Composed]:
+    """The outbox purge's count and batch delete (parameters: the cutoff, then the batch
+    size). A batch takes the oldest rows in the key's order and deletes them by row
+    address (as the inbox purge does): a join back to the outbox by id could be planned
+    as a scan of the whole outbox, once per batch."""
     table = names.table("outbox")
     condition = (
         sql.SQL("created_at < %s")
@@ -139,10 +149,10 @@ def purge_outbox(
     )
     count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)
     delete = sql.SQL(
-        "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE {c} ORDER BY id LIMIT %s)"
+        "DELETE FROM {t} WHERE ctid = ANY(ARRAY("
+        "SELECT ctid FROM {t} WHERE {c} ORDER BY id LIMIT %s))"
     ).format(t=table, c=condition)
-    deleted = _purge(conn, count, delete, (cutoff,), batch, progress, dry_run, pace)
-    return OutboxPurge(deleted, cutoff, capped)
+    return count, delete
 
 
 def _check_connector_reads(
