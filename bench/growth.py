@@ -183,37 +183,50 @@ def inbox_growth(
         batch_consumer = partial(
             in_child, cdcbox_run, dsn, bootstrap, topic, records, True, "plain", full
         )
-        baseline = batch_consumer()
-
-        def purge(conn: Any, progress: Progress, pace: Pace | None = None) -> int:
-            return purge_inbox(
-                conn, timedelta(days=15), HISTORY_FLOOR, names=full, progress=progress, pace=pace
-            )
-
-        result["purge"] = _purge_while(purge, dsn, batch_consumer)
-        result["purge"]["baseline_records_per_s"] = baseline["records_per_s"]
-        result["purge"]["during / baseline"] = (
-            result["purge"]["during"]["records_per_s"] / baseline["records_per_s"]
-        )
-        firsts = itertools.count(filled + 1, 10**8)
-        result["paced_purges"] = [
-            _paced_purge(
-                lambda rows: fill_inbox(dsn, full, next(firsts), rows, 20, vacuum=False),
-                purge,
-                rate,
-                dsn,
-                batch_consumer,
-                "records_per_s",
-                rounds,
-                # The purge must outlast the consumer's run, start-up included.
-                window_s=3 + 2 * records / baseline["records_per_s"],
-            )
-            for rate in PACED_ROWS_PER_S["inbox"]
-        ]
+        result.update(_inbox_purges(dsn, full, batch_consumer, records, rounds, filled + 1))
     finally:
         drop_schema(dsn, empty)
         drop_schema(dsn, full)
     return result
+
+
+def _inbox_purges(
+    dsn: str,
+    full: DbNames,
+    batch_consumer: Callable[[], dict[str, Any]],
+    records: int,
+    rounds: int,
+    first_free: int,
+) -> dict[str, Any]:
+    """The unpaced inbox purge of the history older than 15 days with a batch consumer
+    running, then that consumer alone and beside paced purges of rows added from
+    `first_free` on."""
+    baseline = batch_consumer()
+
+    def purge(conn: Any, progress: Progress, pace: Pace | None = None) -> int:
+        return purge_inbox(
+            conn, timedelta(days=15), HISTORY_FLOOR, names=full, progress=progress, pace=pace
+        )
+
+    unpaced = _purge_while(purge, dsn, batch_consumer)
+    unpaced["baseline_records_per_s"] = baseline["records_per_s"]
+    unpaced["during / baseline"] = unpaced["during"]["records_per_s"] / baseline["records_per_s"]
+    firsts = itertools.count(first_free, 10**8)
+    paced = [
+        _paced_purge(
+            lambda rows: fill_inbox(dsn, full, next(firsts), rows, 20, vacuum=False),
+            purge,
+            rate,
+            dsn,
+            batch_consumer,
+            "records_per_s",
+            rounds,
+            # The purge must outlast the consumer's run, start-up included.
+            window_s=3 + 2 * records / baseline["records_per_s"],
+        )
+        for rate in PACED_ROWS_PER_S["inbox"]
+    ]
+    return {"purge": unpaced, "paced_purges": paced}
 
 
 class _Stopped(Exception):
