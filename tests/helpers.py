@@ -153,3 +153,18 @@ class FakeTime:
     def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
         self.now += seconds
+
+
+def old_inbox_rows(dsn: str, names: DbNames, rows: int) -> None:
+    """`rows` PROCESSED inbox rows of four consumer names, processed 40 days ago, one
+    second apart."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (event_id, consumer_name, event_type, status, received_at, "
+                "processed_at) SELECT gen_random_uuid(), 'c' || (g %% 4), 'Created', "
+                "'PROCESSED', t, t FROM generate_series(1, %s) AS g, "
+                "LATERAL (SELECT now() - interval '40 days' + g * interval '1 second') AS h(t)"
+            ).format(names.table("inbox")),
+            (rows,),
+        )

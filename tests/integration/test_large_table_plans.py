@@ -16,7 +16,7 @@ from cdcbox.migrate import RelayMode
 from cdcbox.names import DbNames
 from cdcbox.observe.pipeline_state import RECENT_S, inbox_counts_statement
 from cdcbox.ops.retention import inbox_purge_statements, outbox_purge_statements
-from tests.helpers import migrated_schema, unique
+from tests.helpers import migrated_schema, old_inbox_rows, unique
 
 pytestmark = pytest.mark.integration
 HISTORY_ROWS = 50_000
@@ -26,16 +26,8 @@ HISTORY_ROWS = 50_000
 def history(database: str) -> DbNames:
     """An inbox of `HISTORY_ROWS` rows processed 40 to 39 days ago, analyzed."""
     names = migrated_schema(database, DbNames(schema=unique("plans")))
+    old_inbox_rows(database, names, HISTORY_ROWS)
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (event_id, consumer_name, event_type, status, received_at, "
-                "processed_at) SELECT gen_random_uuid(), 'c' || (g %% 4), 'Created', "
-                "'PROCESSED', t, t FROM generate_series(1, %s) AS g, "
-                "LATERAL (SELECT now() - interval '40 days' + g * interval '1 second') AS h(t)"
-            ).format(names.table("inbox")),
-            (HISTORY_ROWS,),
-        )
         conn.execute(sql.SQL("ANALYZE {}").format(names.table("inbox")))
     return names
 

@@ -13,7 +13,7 @@ from psycopg import sql
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
 from cdcbox.ops.retention import InboxFloor, purge_inbox
-from tests.helpers import FakeTime, migrated_schema, unique
+from tests.helpers import FakeTime, migrated_schema, old_inbox_rows, unique
 
 pytestmark = pytest.mark.integration
 NO_FLOOR = InboxFloor(timedelta(0), timedelta(0), timedelta(0))
@@ -65,14 +65,8 @@ def test_the_purge_batch_can_read_the_partial_index_instead_of_the_table(
 
 def test_the_purge_reports_progress_against_the_count_it_made_first(database: str) -> None:
     names = migrated_schema(database, DbNames(schema=unique("purge")))
+    old_inbox_rows(database, names, 7)
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (event_id, consumer_name, event_type, status, received_at, "
-                "processed_at) SELECT gen_random_uuid(), 'c', 'Created', 'PROCESSED', "
-                "now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, 7)"
-            ).format(names.table("inbox"))
-        )
         calls: list[tuple[int, int]] = []
         deleted = purge_inbox(
             conn,
@@ -91,14 +85,8 @@ def test_a_paced_purge_waits_between_batches_and_still_deletes_everything(
 ) -> None:
     names = migrated_schema(database, DbNames(schema=unique("paced")))
     time = FakeTime()
+    old_inbox_rows(database, names, 7)
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (event_id, consumer_name, event_type, status, received_at, "
-                "processed_at) SELECT gen_random_uuid(), 'c', 'Created', 'PROCESSED', "
-                "now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, 7)"
-            ).format(names.table("inbox"))
-        )
         deleted = purge_inbox(
             conn,
             timedelta(days=10),
