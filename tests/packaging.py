@@ -37,7 +37,7 @@ print("cdcbox", cdcbox.__version__, "from", cdcbox.__file__)
 """
 PRODUCER_ONLY = """
 import sys
-from cdcbox.producer import NewEvent, Outbox
+from cdcbox import NewEvent, Outbox, UnitOfWork
 from cdcbox.producer.outbox import event_row
 from cdcbox.migrate import discover
 import cdcbox.pytest_plugin  # pytest's entry point: registers nothing here, raises nothing

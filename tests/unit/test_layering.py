@@ -2,14 +2,14 @@
 relay, ops, observe, stack) → adapters and stores (producer, stores, kafka, connect,
 telemetry) → the shared core at the top of `cdcbox/`. No import runs upwards, packages of
 one layer import each other without a cycle, no module imports itself back, and the
-modules' old top-level paths still import, with a deprecation warning."""
+package's root is a face above every layer: it re-exports the API users write, and no
+module of the package imports it."""
 
 from __future__ import annotations
 
 import ast
-import importlib
+import subprocess
 import sys
-import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -55,8 +55,10 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def group_of(module: str) -> str:
-    """'cdcbox.consumer.steps.route' → 'consumer'; the pytest entry point → 'testing'; a
-    core module (or the root) → 'core'."""
+    """'cdcbox.consumer.steps.route' → 'consumer'; the pytest entry point → 'testing'; the
+    root → 'face'; a core module → 'core'."""
+    if module == "cdcbox":
+        return "face"
     parts = module.split(".")
     if len(parts) > 1 and parts[1] in ENTRY_POINTS:
         return ENTRY_POINTS[parts[1]]
@@ -64,7 +66,8 @@ def group_of(module: str) -> str:
 
 
 def rank(module: str) -> int:
-    return LAYERS.get(group_of(module), 0)
+    # The root re-exports from every layer, so it sits above them all.
+    return max(LAYERS.values()) + 1 if module == "cdcbox" else LAYERS.get(group_of(module), 0)
 
 
 GRAPH = {m: imported_modules(p) - {m} for m, p in MODULES.items()}
@@ -135,25 +138,31 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     assert rank("cdcbox.stores.inbox") > rank("cdcbox.wire")
 
 
-@pytest.mark.parametrize("old", sorted(cdcbox.MOVED_MODULES))
-def test_an_old_import_path_still_works_with_a_deprecation_warning(old: str) -> None:
-    new = importlib.import_module(cdcbox.MOVED_MODULES[old])
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=cdcbox.MOVED_MODULES[old].replace(".", r"\.")):
-        module = importlib.import_module(old)
-    public = [n for n in vars(new) if not n.startswith("_")]
-    assert public
-    for name in public:
-        assert getattr(module, name) is getattr(new, name)
+def test_the_root_exports_the_api_users_write() -> None:
+    from cdcbox.consumer import AsyncHandler, Consumer, ConsumerConfig, Handler, Outcome
+    from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
+    from cdcbox.errors import CdcboxError
+    from cdcbox.event import Event
+    from cdcbox.producer import NewEvent, Outbox, UnitOfWork
+    from cdcbox.wire import WireFormat
+
+    expected = [
+        AsyncHandler, CdcboxError, Consumer, ConsumerConfig, Event, Handler, NewEvent,
+        Outbox, Outcome, RefuseTransition, RetryLater, SkipEvent, UnitOfWork, WireFormat,
+    ]  # fmt: skip
+    assert [getattr(cdcbox, name) for name in cdcbox.__all__] == expected
+    with pytest.raises(AttributeError, match="no attribute 'outbox_typo'"):
+        _ = cdcbox.outbox_typo  # type: ignore[attr-defined]
 
 
-def test_the_old_spellings_of_the_connect_client_warn() -> None:
-    from cdcbox.connect import client
+def test_the_root_needs_no_consumer_dependency_until_a_consumer_name_is_used() -> None:
+    code = (
+        "import sys, cdcbox; from cdcbox import NewEvent, Outbox, UnitOfWork;"
+        "print(sorted({'kafka', 'fastavro', 'cdcbox.consumer'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
-    with pytest.warns(DeprecationWarning, match=r"cdcbox\.connect\.client\.tasks_by_id"):
-        from cdcbox.connect import tasks_by_id
-    assert tasks_by_id is client.tasks_by_id
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        from cdcbox.connect import ConnectClient  # the face's own name: no warning
-    assert ConnectClient is client.ConnectClient
+
+def test_no_module_of_the_package_imports_its_root() -> None:
+    assert [m for m, imports in GRAPH.items() if "cdcbox" in imports] == []
