@@ -22,7 +22,7 @@ from cdcbox.consumer import ConsumerConfig
 from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
-from cdcbox.consumer.steps.route import Routed
+from cdcbox.consumer.steps.route import Decoded, Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier
 
@@ -64,7 +64,9 @@ def record_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
     conn = source()
     for index, record in enumerate(records):
         t0 = time.perf_counter()
-        (routed,) = pipeline.router.route(record)  # type: ignore[misc]
+        decoded = pipeline.router.decode(record)
+        assert isinstance(decoded, Decoded)
+        (routed,) = pipeline.router.route(decoded)  # type: ignore[misc]
         t1 = time.perf_counter()
         assert isinstance(routed, Routed)
         conn.execute("BEGIN")

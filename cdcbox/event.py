@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -127,8 +126,6 @@ def _text(
 # The largest aggregate version the consumer's tables (bigint) can hold.
 MAX_VERSION = 2**63 - 1
 
-PayloadDecoder = Callable[[str, str, bytes], Any]  # (content type, event type, value)
-
 
 def decode_payload(content_type: str, event_type: str, value: bytes) -> Any:
     """JSON becomes Python data; anything else stays bytes (see `cdcbox.avro` for Avro).
@@ -172,12 +169,10 @@ def event_id_of(raw_id: str) -> tuple[uuid.UUID, str | None]:
         return uuid.uuid5(wire.FOREIGN_ID_NAMESPACE, raw_id), raw_id
 
 
-def decode(
-    record: ConsumedRecord,
-    payload_decoder: PayloadDecoder = decode_payload,
-    fmt: wire.WireFormat = wire.DEFAULT_FORMAT,
-) -> Event:
-    """Turn a kafka-python ConsumerRecord into an Event, or raise PoisonRecord."""
+def decode_envelope(record: ConsumedRecord, fmt: wire.WireFormat = wire.DEFAULT_FORMAT) -> Event:
+    """Everything but the payload: a record's headers and key as an `Event` whose
+    `payload` is None (`decode_payload` reads `value` for the handler that takes it).
+    Raises `PoisonRecord` with the reason when the envelope is not of `fmt`."""
     headers = headers_of(record)
     raw_id = _text(headers, fmt.event_id, required=True) or ""
     if not raw_id.strip():
@@ -211,35 +206,37 @@ def decode(
         if has_content_type
         else ""  # a producer that names none: see decode_payload
     )
-    value = bytes(record.value or b"")
     aggregate_id = key.decode(errors="replace")
     if not content_type and len(key) > 1 and key[:1] == key[-1:] == b'"':
         aggregate_id = _json_string(aggregate_id)  # a key through JsonConverter: "42"
+    return Event(
+        event_id=event_id,
+        event_type=event_type,
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id,
+        aggregate_version=version,
+        occurred_at=occurred_at,
+        trace_id=_text(headers, fmt.traceparent, required=False) or None,
+        content_type=content_type,
+        payload=None,
+        value=bytes(record.value or b""),
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        causation_id=_text(headers, fmt.causation_id, required=False) or None,
+        source_event_id=source_event_id,
+    )
 
-    def event_with(payload: Any) -> Event:
-        return Event(
-            event_id=event_id,
-            event_type=event_type,
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
-            aggregate_version=version,
-            occurred_at=occurred_at,
-            trace_id=_text(headers, fmt.traceparent, required=False) or None,
-            content_type=content_type,
-            payload=payload,
-            value=value,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            causation_id=_text(headers, fmt.causation_id, required=False) or None,
-            source_event_id=source_event_id,
-        )
 
+def decode(record: ConsumedRecord, fmt: wire.WireFormat = wire.DEFAULT_FORMAT) -> Event:
+    """The envelope and its payload (`decode_payload`, no Avro): raises `PoisonRecord`,
+    or `UndecodablePayload` carrying the envelope when only the payload is at fault."""
+    envelope = decode_envelope(record, fmt)
     try:
-        payload = payload_decoder(content_type, event_type, value)
+        payload = decode_payload(envelope.content_type, envelope.event_type, envelope.value)
     except PoisonRecord as e:
-        raise UndecodablePayload(str(e), event_with(None)) from e
-    return event_with(payload)
+        raise UndecodablePayload(str(e), envelope) from e
+    return envelope.with_payload(payload)
 
 
 def _json_string(text: str) -> str:

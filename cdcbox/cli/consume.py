@@ -23,10 +23,11 @@ from cdcbox.cli.common import (
     stop_on_signals,
 )
 from cdcbox.cli.schemas import default_schemas_dir
-from cdcbox.consumer import Consumer, ConsumerConfig, Handler, RetryPolicy
+from cdcbox.consumer import Consumer, ConsumerConfig, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
 from cdcbox.consumer.dispatch import dispatch_table
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import ConfigError
 from cdcbox.fault_switches import ENV as FAULT_SWITCHES_ENV
 from cdcbox.fault_switches import FaultSwitches
@@ -36,8 +37,8 @@ from cdcbox.telemetry.log_format import configure as configure_log
 C, R, B = ConsumerConfig, RetryPolicy, BreakerPolicy
 
 
-def load_handler(target: str) -> Handler:
-    """Instantiate `package.module:ClassName`; the class must subclass Handler. Modules
+def load_handler(target: str) -> BaseHandler:
+    """Instantiate `package.module:ClassName`, a `Handler` or `AsyncHandler`. Modules
     are found in the current directory too, as `python -m` would."""
     module_name, sep, class_name = target.partition(":")
     if not sep:
@@ -51,8 +52,8 @@ def load_handler(target: str) -> Handler:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as e:
         raise ConfigError(f"{target!r}: cannot import: {e}") from e
-    if not (isinstance(cls, type) and issubclass(cls, Handler)):
-        raise ConfigError(f"{target!r} is not a cdcbox.consumer.Handler subclass")
+    if not (isinstance(cls, type) and issubclass(cls, BaseHandler)):
+        raise ConfigError(f"{target!r} is not a cdcbox Handler or AsyncHandler subclass")
     return cls()
 
 

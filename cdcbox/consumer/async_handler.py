@@ -28,7 +28,7 @@ from typing import Any, ClassVar, TypeVar
 import psycopg
 
 from cdcbox.consumer.emit import caused_by, require_outbox
-from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.event import Event
 from cdcbox.producer.outbox import NewEvent
 from cdcbox.telemetry.tracing import in_current_context
@@ -39,26 +39,25 @@ T = TypeVar("T")
 _CANCEL_WAIT_S = 10.0
 
 
-class AsyncHandler(Handler):
-    """Subclass like `Handler`, with `async def handle(self, event, conn)`; `conn` is a
-    `psycopg.AsyncConnection` in the record's transaction (never commit it yourself)."""
+class AsyncHandler(BaseHandler):
+    """Subclass like `Handler` (its sibling), with `async def handle(self, event, conn)`;
+    `conn` is a `psycopg.AsyncConnection` in the record's transaction (never commit it
+    yourself)."""
 
     # psycopg's pipeline mode belongs to the sync connection; an async view cannot join it.
     pipelined: ClassVar[bool] = False
 
-    async def handle(  # type: ignore[override]
-        self, event: Event, conn: psycopg.AsyncConnection[Any]
-    ) -> None:
+    async def handle(self, event: Event, conn: psycopg.AsyncConnection[Any]) -> None:
         raise NotImplementedError
 
-    async def handle_batch(  # type: ignore[override]
+    async def handle_batch(
         self, events: Sequence[Event], conn: psycopg.AsyncConnection[Any]
     ) -> None:
         """Batch mode, as `Handler.handle_batch`: override to write in fewer statements."""
         for event in events:
             await self.handle(event, conn)
 
-    async def emit(  # type: ignore[override]
+    async def emit(
         self, conn: psycopg.AsyncConnection[Any], cause: Event, event: NewEvent
     ) -> uuid.UUID:
         """`Handler.emit`, awaited, on the `AsyncConnection` `handle` got."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.async_handler import AsyncHandler
-from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import ConfigError
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import Outbox
@@ -19,13 +19,13 @@ from cdcbox.producer.outbox import Outbox
 _CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 
 
-def dispatch_table(handlers: Sequence[Handler]) -> dict[str, tuple[Handler, ...]]:
+def dispatch_table(handlers: Sequence[BaseHandler]) -> dict[str, tuple[BaseHandler, ...]]:
     """event_type → the handlers taking it (each its own consumer name, so its own inbox
     key), refusing what would be ambiguous or silently dead."""
     if not handlers:
         raise ConfigError("a consumer needs at least one handler")
     names: set[str] = set()
-    table: dict[str, tuple[Handler, ...]] = {}
+    table: dict[str, tuple[BaseHandler, ...]] = {}
     for handler in handlers:
         cls = type(handler)
         name = getattr(handler, "consumer_name", None)
@@ -53,7 +53,9 @@ def dispatch_table(handlers: Sequence[Handler]) -> dict[str, tuple[Handler, ...]
     return table
 
 
-def bind_outboxes(handlers: Sequence[Handler], names: DbNames, schemas: Catalogue | None) -> None:
+def bind_outboxes(
+    handlers: Sequence[BaseHandler], names: DbNames, schemas: Catalogue | None
+) -> None:
     """Give each handler that names no outbox the consumer's own for `Handler.emit` (its
     schema, and its Avro catalogue, so emitted Avro event types are encoded and checked)."""
     for handler in handlers:

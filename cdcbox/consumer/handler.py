@@ -1,4 +1,8 @@
-"""The one class users subclass: a stable consumer name, what it consumes, `handle()`.
+"""The class users subclass: a stable consumer name, what it consumes, `handle()`.
+
+`Handler` (a psycopg `Connection`) and `AsyncHandler` (`cdcbox.consumer.async_handler`,
+an `AsyncConnection`) are siblings over `BaseHandler`, which holds what both declare and
+how the consumer calls them (`invoke`, `invoke_batch`); the consumer knows only that.
 
 The consumer name is half of the inbox key: renaming it makes every event new again, so
 it is declared explicitly and never derived from the class name.
@@ -19,15 +23,12 @@ from cdcbox.event import Event
 from cdcbox.producer.outbox import NewEvent, Outbox
 
 
-class Handler:
-    """Subclass and set `consumer_name`, `aggregate_types` (or `topics`) and `event_types`.
+class BaseHandler:
+    """What every handler declares, and how the consumer calls it. Subclass `Handler` or
+    `AsyncHandler`, not this."""
 
-    `handle` runs inside the consumer's transaction on `conn`: write your change with it,
-    never commit or roll back yourself. Raise any exception to have the record retried.
-    `event_types = {ANY_EVENT_TYPE}` takes every event of its topics, typed or not.
-    """
-
-    consumer_name: ClassVar[str]
+    # Half of the inbox key: set it on the class (an instance may set its own).
+    consumer_name: str
     event_types: ClassVar[frozenset[str] | set[str] | tuple[str, ...]]
     aggregate_types: ClassVar[tuple[str, ...]] = ()
     topics: ClassVar[tuple[str, ...]] = ()
@@ -50,6 +51,32 @@ class Handler:
     # Where its producer's records carry each part of an event. The default reads cdcbox's
     # contract and Debezium's Outbox Event Router as documented; see `wire.WireFormat`.
     wire_format: ClassVar[wire.WireFormat] = wire.DEFAULT_FORMAT
+
+    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        """How the consumer applies one event on its connection, in the record's
+        transaction."""
+        raise NotImplementedError
+
+    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+        """How the consumer applies a batch's events, in the batch's transaction."""
+        raise NotImplementedError
+
+    @classmethod
+    def subscribed_topics(cls) -> tuple[str, ...]:
+        return tuple(cls.topics) + tuple(cls.wire_format.topic(a) for a in cls.aggregate_types)
+
+    def takes(self, event_type: str) -> bool:
+        """Whether this handler applies events of `event_type` ("" : untyped)."""
+        return event_type in self.event_types or wire.ANY_EVENT_TYPE in self.event_types
+
+
+class Handler(BaseHandler):
+    """Subclass and set `consumer_name`, `aggregate_types` (or `topics`) and `event_types`.
+
+    `handle` runs inside the consumer's transaction on `conn`: write your change with it,
+    never commit or roll back yourself. Raise any exception to have the record retried.
+    `event_types = {ANY_EVENT_TYPE}` takes every event of its topics, typed or not.
+    """
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         raise NotImplementedError
@@ -79,16 +106,8 @@ class Handler:
         """How the consumer calls `handle_batch`."""
         self.handle_batch(events, conn)
 
-    @classmethod
-    def subscribed_topics(cls) -> tuple[str, ...]:
-        return tuple(cls.topics) + tuple(cls.wire_format.topic(a) for a in cls.aggregate_types)
 
-    def takes(self, event_type: str) -> bool:
-        """Whether this handler applies events of `event_type` ("" : untyped)."""
-        return event_type in self.event_types or wire.ANY_EVENT_TYPE in self.event_types
-
-
-class NoHandler(Handler):
+class NoHandler(BaseHandler):
     """Stands in for a consumer that has no handler for an event of its topic, where the
     event must still go the handled way (its aggregate is parked for that consumer, or it
     is a copy replayed for it): the consumer records it as skipped, its version consumed
@@ -97,8 +116,11 @@ class NoHandler(Handler):
     event_types = frozenset()
 
     def __init__(self, consumer_name: str, event_type: str) -> None:
-        self.consumer_name = consumer_name  # type: ignore[misc]
+        self.consumer_name = consumer_name
         self.reason = f"no handler of {consumer_name} takes event type {event_type!r}"
 
-    def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        raise SkipEvent(self.reason)
+
+    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
         raise SkipEvent(self.reason)

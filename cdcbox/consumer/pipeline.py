@@ -1,17 +1,21 @@
 """The consumer's per-record protocol, composed from its steps in the order a record
-meets them (each step is one module of `cdcbox.consumer.steps`):
+meets them. This is the one numbered list of the steps; everywhere else they are named.
+Each is one module of `cdcbox.consumer.steps`:
 
-1. route — decode the record into an `Event`, find its handler (or end as unhandled,
-   or dead-lettered at once when it cannot be decoded: with its aggregate parked, like
-   a handler failure, when the headers name the event);
-2. parked gate — an aggregate with a dead-lettered event sends its later events after it;
-3. retry + breaker around the record's transaction: inbox claim → version guard →
-   handler → outcome mark → COMMIT;
-4. dead letter — when the retries are spent: DLQ publish, FAILED inbox row, park.
+1. route (`route`) — decode the record once (`Decoded`: its envelope in each wire format,
+   its replay marks), find the handlers that take it, decode the payload for each (or
+   end as unhandled, or dead-lettered at once when it cannot be decoded: with its
+   aggregate parked, like a handler failure, when the headers name the event);
+2. park gate (`park_gate`) — an aggregate with a dead-lettered event sends its later
+   events after it;
+3. retry (`retry`), with the breaker, around the record's transaction (`transaction`):
+   inbox claim → version guard (`guard`) → handler → outcome mark → COMMIT;
+4. dead letter (`dead_letter`) — when the retries are spent: DLQ publish, FAILED inbox
+   row, park.
 
-Batch mode runs step 3 for a whole poll batch in one transaction and hands the records
-it could not apply to the same per-record path. Every record ends with exactly one
-counted `Outcome`; the Kafka offset is the runner's business, after all of this.
+Batch mode (`batch`) runs the transaction for a whole poll batch at once and hands the
+records it could not apply to the same per-record path. Every record ends with exactly
+one counted `Outcome`; the Kafka offset is the runner's business, after all of this.
 """
 
 from __future__ import annotations
@@ -22,20 +26,20 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from cdcbox import wire
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
-from cdcbox.consumer.handler import Handler, NoHandler
+from cdcbox.consumer.handler import BaseHandler, NoHandler
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.batch import BatchTransaction
 from cdcbox.consumer.steps.dead_letter import DeadLetterStep
 from cdcbox.consumer.steps.guard import GuardStep
+from cdcbox.consumer.steps.park_gate import ParkGate
 from cdcbox.consumer.steps.retry import RetryStep
-from cdcbox.consumer.steps.route import Routed, Router, Undecodable, Unroutable
+from cdcbox.consumer.steps.route import Decoded, Routed, Router, Undecodable, Unroutable
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
-from cdcbox.event import Event, header
+from cdcbox.event import Event
 from cdcbox.kafka.dlq import DeadLetterPublisher
 from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
@@ -47,7 +51,7 @@ class RecordPipeline:
 
     def __init__(
         self,
-        handlers: Mapping[str, Sequence[Handler]],
+        handlers: Mapping[str, Sequence[BaseHandler]],
         stores: Stores,
         dead_letters: DeadLetterPublisher,
         config: ConsumerConfig,
@@ -69,6 +73,7 @@ class RecordPipeline:
         self.dead_letter = DeadLetterStep(
             dead_letters, stores, config.park_aggregates, config.group_id, config.kafka
         )
+        self.park_gate = ParkGate(stores, self.dead_letter, config.park_aggregates)
         self.retry = RetryStep(
             self.transaction, config.retry, breaker, stats, sleep, self._replay_tripped
         )
@@ -82,7 +87,10 @@ class RecordPipeline:
 
     def process(self, connection: ConnectionSource, record: ConsumedRecord) -> None:
         """One record, one transaction per handler taking it (and their retries)."""
-        passing, unhandled = self._route(connection, record)
+        self._process_decoded(connection, self.router.decode(record))
+
+    def _process_decoded(self, connection: ConnectionSource, decoded: Decoded | Unroutable) -> None:
+        passing, unhandled = self._route(connection, decoded)
         if unhandled is not None:
             self.transaction.consume_unhandled(connection(), *unhandled)
         for routed in passing:
@@ -97,13 +105,14 @@ class RecordPipeline:
         no handler of a consumer takes advances that consumer's version only after the
         batch's earlier records of its aggregate are applied, so it never makes them stale.
         """
-        if any(header(record, wire.HEADER_REPLAY_FOR) is not None for record in records):
-            for record in records:
-                self.process(connection, record)
+        decoded = [self.router.decode(record) for record in records]
+        if any(isinstance(d, Decoded) and d.replay is not None for d in decoded):
+            for one in decoded:
+                self._process_decoded(connection, one)
             return
         pending: list[Routed] = []
-        for record in records:
-            passing, unhandled = self._route(connection, record)
+        for one in decoded:
+            passing, unhandled = self._route(connection, one)
             if unhandled is not None:
                 event, consumers = unhandled
                 if any(r.parked_key in _keys(event, consumers) for r in pending):
@@ -135,24 +144,24 @@ class RecordPipeline:
         for consumer, occurred in processed.items():
             self.stats.handled_together(consumer, occurred, seconds)
         for r in result.deferred:
-            if self.dead_letter.follow_park(connection, r):
+            if self.park_gate.holds(connection, r):
                 self.stats.count(Outcome.PARKED, r.consumer)
             else:
                 self._apply_one(connection, r)
 
     def _route(
-        self, connection: ConnectionSource, record: ConsumedRecord
+        self, connection: ConnectionSource, decoded: Decoded | Unroutable
     ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
-        """Steps 1 and 2; what ends here is counted here. Returns the records to apply,
-        and the consumers of the record's topic that take none of it and only need its
-        version consumed (the caller does that, in order with the records to apply)."""
-        routed = self.router.route(record)
+        """Route and park gate; what ends there is counted there. Returns the records to
+        apply, and the consumers of the record's topic that take none of it and only need
+        its version consumed (the caller does that, in order with the records to apply)."""
+        if isinstance(decoded, Unroutable):
+            self._end(decoded)
+            return [], None
+        routed = self.router.route(decoded)
         if isinstance(routed, Unroutable):
-            self.stats.count(routed.outcome, self.group_id)
-            if routed.error is not None:
-                self.dead_letter.publish(record, routed.event, None, routed.error, attempts=0)
-                return [], None
-            if routed.event is None:
+            self._end(routed)
+            if routed.error is not None or routed.event is None:
                 return [], None
             event, taken_by = routed.event, set()
             candidates: list[Routed | Undecodable] = []
@@ -161,45 +170,52 @@ class RecordPipeline:
             event = (first if isinstance(first, Routed) else first.routed).event
             taken_by = {(r if isinstance(r, Routed) else r.routed).consumer for r in routed}
             candidates = list(routed)
-        skipped, unhandled = self._not_taken(record, event, taken_by)
+        skipped, unhandled = self._not_taken(decoded, event, taken_by)
         passing: list[Routed] = []
         for r in [*candidates, *skipped]:
             if isinstance(r, Undecodable):
                 self.dead_letter.give_up(connection, r.routed, r.error, attempts=0)
                 self.stats.count(Outcome.DEAD_LETTERED, r.routed.consumer)
-            elif self.dead_letter.follow_park(connection, r):
+            elif self.park_gate.holds(connection, r):
                 self.stats.count(Outcome.PARKED, r.consumer)
             else:
                 passing.append(r)
         return passing, unhandled
 
+    def _end(self, unroutable: Unroutable) -> None:
+        """Count a record that ends at routing; dead-letter it when it is poison."""
+        self.stats.count(unroutable.outcome, self.group_id)
+        if unroutable.error is not None:
+            self.dead_letter.publish(
+                unroutable.record, unroutable.event, None, unroutable.error, attempts=0
+            )
+
     def _not_taken(
-        self, record: ConsumedRecord, event: Event, taken_by: set[str]
+        self, decoded: Decoded, event: Event, taken_by: set[str]
     ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
-        """The consumers of `record`'s topic that take none of `event`: every event
+        """The consumers of the record's topic that take none of `event`: every event
         consumes its version for each of them, or `hold` would wait for it forever.
 
         Where the aggregate may be parked for a consumer (or the record is a copy replayed
         for it), the version must not move past the parked event: the record then goes
-        the way of a handled one (parked gate, inbox, guard) to a handler that skips it,
+        the way of a handled one (park gate, inbox, guard) to a handler that skips it,
         so it follows the park to the dead letters and is consumed in order on replay.
         The others only need their version advanced: returned for the caller to do."""
         if event.aggregate_version is None:
             return [], None
+        record, replay = decoded.record, decoded.replay
         others = [c for c in self._consumers_of_topic.get(record.topic, []) if c not in taken_by]
-        replay_for = header(record, wire.HEADER_REPLAY_FOR)
-        if replay_for is not None:
+        if replay is not None:
             # A replayed copy is for one consumer; the others consumed the original.
-            others = [c for c in others if c.encode() == replay_for]
-        parked = self.dead_letter.park_aggregates and self.dead_letter.parking.might_be_parked
+            others = [c for c in others if c == replay.consumer]
         slow = [
             c
             for c in others
-            if replay_for is not None
-            or (parked and parked((c, event.aggregate_type, event.aggregate_id)))
+            if replay is not None
+            or self.park_gate.might_hold((c, event.aggregate_type, event.aggregate_id))
         ]
         fast = [c for c in others if c not in slow]
-        skipped = [Routed.of(record, event, NoHandler(c, event.event_type)) for c in slow]
+        skipped = [Routed(record, event, NoHandler(c, event.event_type), replay) for c in slow]
         return skipped, ((event, fast) if fast else None)
 
     def _replay_tripped(self, connection: ConnectionSource, consumer: str, since: Any) -> None:
@@ -209,7 +225,8 @@ class RecordPipeline:
         self.dead_letter.replay_since(connection, consumer, since, owned)
 
     def _apply_one(self, connection: ConnectionSource, routed: Routed) -> None:
-        """Steps 3 and 4, inside the record's span (`cdcbox.telemetry.tracing`)."""
+        """Retry around the transaction, then dead letter, in the record's span
+        (`cdcbox.telemetry.tracing`)."""
         event, record = routed.event, routed.record
         with tracing.consumer_span(
             topic=record.topic,

@@ -23,7 +23,7 @@ import psycopg
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
-from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
@@ -49,7 +49,7 @@ class Consumer:
     """Runs handlers over their topics; `run()` until `stop()` or a limit is reached."""
 
     def __init__(
-        self, handlers: Sequence[Handler], config: ConsumerConfig, names: DbNames = DbNames()
+        self, handlers: Sequence[BaseHandler], config: ConsumerConfig, names: DbNames = DbNames()
     ) -> None:
         self.handlers = list(handlers)
         self.config = config

@@ -27,7 +27,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.names import DEFAULT_PUBLICATION, DbNames
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.testing.harness import Harness, MemoryTopics, Record
@@ -96,7 +96,7 @@ def cdcbox_harness(
     `Harness` over a schema of its own, closed after the test."""
     made: list[Harness] = []
 
-    def make(handlers: list[Handler], **options: Any) -> Harness:
+    def make(handlers: list[BaseHandler], **options: Any) -> Harness:
         harness = Harness(cdcbox_database, handlers, names=cdcbox_schema, **options)
         made.append(harness)
         return harness

@@ -22,7 +22,7 @@ from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
 from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
-from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.stores import Stores
@@ -88,7 +88,7 @@ class Harness:
     def __init__(
         self,
         dsn: str,
-        handlers: Sequence[Handler],
+        handlers: Sequence[BaseHandler],
         *,
         names: DbNames = DbNames(),
         batch_mode: bool = False,

@@ -18,14 +18,18 @@ T = TypeVar("T")
 
 
 def eventually(
-    probe: Callable[[], T], timeout: float = 60.0, interval: float = 0.1, what: str = "condition"
+    probe: Callable[[], T | None],
+    timeout: float = 60.0,
+    interval: float = 0.1,
+    what: str = "condition",
 ) -> T:
-    """Poll `probe` until it returns a truthy value; fail with `what` after `timeout` s."""
+    """Poll `probe` until it returns a truthy value (returned, never None); fail with
+    `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
         last = probe()
-        if last:
+        if last is not None and last:
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")

@@ -15,6 +15,7 @@ from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.consumer import AsyncHandler, Event, Handler, Outcome
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.producer.outbox import NewEvent
 from cdcbox.testing import Harness
 from tests.helpers import unique
@@ -53,19 +54,19 @@ class AsyncLedger(AsyncHandler):
 
 
 @pytest.fixture(params=["sync", "async"])
-def ledger(request: pytest.FixtureRequest) -> Callable[[str, str], Handler]:
+def ledger(request: pytest.FixtureRequest) -> Callable[[str, str], BaseHandler]:
     """Makes a ledger handler of each flavour: every test below runs for both."""
     base = Ledger if request.param == "sync" else AsyncLedger
     return lambda aggregate_type, table: _ledger(base, aggregate_type, table)
 
 
-def _ledger(base: type[Handler], aggregate_type: str, table: str) -> Handler:
+def _ledger(base: type[BaseHandler], aggregate_type: str, table: str) -> BaseHandler:
     handler_class = type(
         "TestLedger",
         (base,),
         {"consumer_name": unique("ledger"), "aggregate_types": (aggregate_type,), "table": table},
     )
-    handler: Handler = handler_class()
+    handler: BaseHandler = handler_class()
     return handler
 
 
@@ -84,7 +85,7 @@ def test_the_harness_runs_the_real_pipeline_without_kafka(
     db: psycopg.Connection[Any],
     cdcbox_aggregate_type: str,
     batch_mode: bool,
-    ledger: Callable[[str, str], Handler],
+    ledger: Callable[[str, str], BaseHandler],
 ) -> None:
     table = ledger_table(db)
     handler = ledger(cdcbox_aggregate_type, table)
@@ -119,7 +120,7 @@ def test_two_handlers_of_one_event_type_each_apply_it_under_their_own_name(
     db: psycopg.Connection[Any],
     cdcbox_aggregate_type: str,
     batch_mode: bool,
-    ledger: Callable[[str, str], Handler],
+    ledger: Callable[[str, str], BaseHandler],
 ) -> None:
     """Two services that both want `Booked` run in one process; a third handler of the
     same type on another topic gets nothing from this one."""

@@ -1,4 +1,4 @@
-"""Step 7, batch mode: a whole poll batch in one transaction.
+"""Batch mode: the transaction step for a whole poll batch at once.
 
 The fast path costs a fixed number of statements whatever the batch's size: one
 multi-row inbox claim, one locking read of the batch's aggregate versions (judged in

@@ -1,9 +1,7 @@
-"""Step 6, dead letters: a record that cannot be applied is published to `<topic>.dlq`
+"""The dead-letter step: a record that cannot be applied is published to `<topic>.dlq`
 (awaited), its inbox row becomes FAILED and its aggregate is parked, so the aggregate's
-later events follow it to the DLQ (`follow_park`) instead of being applied out of order.
-While the aggregate's dead letters are replayed, its live events are requeued behind the
-replayed copies instead (FAILED too), and a copy is applied only once no earlier event of
-the aggregate is held: the aggregate drains in order, and its last commit releases it.
+later events follow it to the DLQ (the park gate, `cdcbox.consumer.steps.park_gate`)
+instead of being applied out of order.
 
 The DLQ publish comes first: if it fails, `DeadLetterError` leaves the record's offset
 uncommitted and nothing is recorded, so the record comes back.
@@ -20,7 +18,6 @@ from cdcbox import wire
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
-from cdcbox.errors import PoisonRecord
 from cdcbox.event import Event, header
 from cdcbox.kafka import dlq
 from cdcbox.kafka.client import KafkaSettings
@@ -30,9 +27,6 @@ from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
 
 log = logging.getLogger("cdcbox.consumer")
-# A live event of an aggregate being replayed is put back behind the replayed copies at
-# most this often; then it goes to the DLQ (an earlier event is held, not in flight).
-MAX_REQUEUES = 5
 
 
 class DeadLetterStep:
@@ -60,39 +54,10 @@ class DeadLetterStep:
     def parking(self) -> Parking:
         return self.stores.parking
 
-    def follow_park(self, connection: ConnectionSource, routed: Routed) -> bool:
-        """True when the record must wait behind a held event of its aggregate: it was
-        requeued behind a replay in progress, or sent to the DLQ after its predecessor.
-
-        A copy replayed for this consumer passes once no earlier event of its aggregate
-        is still held; a live event passes when the aggregate is not parked.
-        """
-        if not self.park_aggregates:
-            return False
-        key = routed.parked_key
-        if not routed.replayed_for_me and not self.parking.might_be_parked(key):
-            return False
-        conn = connection()
-        with conn.transaction():
-            state = self.parking.state(conn, key)
-            if state is None:
-                return False
-            if routed.replayed_for_me and not self.stores.inbox.held_before(
-                conn, routed.event, routed.consumer
-            ):
-                return False
-        event = routed.event
-        if state == "replaying" and routed.replay_hops < MAX_REQUEUES:
-            self.publisher.requeue(routed.record, routed.consumer, routed.replay_hops + 1)
-            reason = "requeued behind the replay of its aggregate"
-            self._record(connection, routed, reason, 0, park=False)
-            return True
-        error = PoisonRecord(
-            f"aggregate {event.aggregate_type}/{event.aggregate_id} is "
-            "parked behind an earlier dead-lettered event"
-        )
-        self.give_up(connection, routed, error, attempts=0)
-        return True
+    def requeue(self, connection: ConnectionSource, routed: Routed, hops: int) -> None:
+        """Put a live record back behind its aggregate's replay (FAILED, not parked)."""
+        self.publisher.requeue(routed.record, routed.consumer, hops)
+        self._record(connection, routed, "requeued behind the replay of its aggregate", 0, False)
 
     def replay_since(
         self,

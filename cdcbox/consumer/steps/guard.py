@@ -1,6 +1,6 @@
-"""Step 3, the version guard inside the record's transaction: stale events end as STALE;
-under `gap_policy=hold` an event that skips versions raises `RetryLater` (the missing
-ones may still arrive), so the transaction rolls back, advance included.
+"""The version guard, inside the record's transaction: stale events end as STALE; under
+`gap_policy=hold` an event that skips versions raises `RetryLater` (the missing ones may
+still arrive), so the transaction rolls back, advance included.
 
 A gap is a version no outcome of this consumer has consumed yet: every outcome of an
 event of the aggregate advances the version — applied, skipped, refused, or an event

@@ -1,4 +1,4 @@
-"""Step 5, retry with the circuit breaker around the record's transaction.
+"""The retry step, with the circuit breaker, around the record's transaction.
 
 A failing record is retried with backoff while its partition waits, so order holds.
 When the retries are spent it is handed to the dead-letter step — unless the breaker

@@ -1,5 +1,6 @@
-"""Step 1, decode and route: a Kafka record becomes an `Event` for each handler that takes
-its type on its topic, or ends here as unhandled or undecodable.
+"""The route step: a Kafka record is decoded once (`Decoded`: its envelope in each wire
+format its topic's handlers read, and its replay marks), then becomes an `Event` for each
+handler that takes its type on its topic, or ends here as unhandled or undecodable.
 
 Only the payloads of handled event types are decoded (Avro into the handler's pinned
 schema version): a type no handler takes is counted as unhandled whatever its bytes.
@@ -14,13 +15,45 @@ from typing import Any
 from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.config import Unhandled
-from cdcbox.consumer.handler import Handler
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.payloads import check_payload_types, typed
 from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord
-from cdcbox.event import Event, UndecodablePayload, decode, decode_payload, header
+from cdcbox.event import Event, UndecodablePayload, decode_envelope, decode_payload, header
 from cdcbox.stores.parking import ParkedKey
 from cdcbox.wire import ConsumedRecord
+
+
+@dataclass(frozen=True)
+class ReplayMarks:
+    """Set on a dead letter `cdc-ctl dlq replay` (or a requeue) republished: the consumer
+    it is for, and how often it was requeued behind a held event."""
+
+    consumer: str
+    hops: int = 0
+
+    @classmethod
+    def of(cls, record: ConsumedRecord) -> ReplayMarks | None:
+        replay_for = header(record, wire.HEADER_REPLAY_FOR)
+        if replay_for is None:
+            return None
+        hops = header(record, wire.HEADER_REPLAY_HOPS) or b"0"
+        return cls(replay_for.decode(errors="replace"), int(hops) if hops.isdigit() else 0)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What decoding one record found, read from it once: its envelope (payload not yet
+    decoded) in each wire format its topic's handlers read, and its replay marks."""
+
+    record: ConsumedRecord
+    envelopes: dict[wire.WireFormat, Event]
+    replay: ReplayMarks | None
+
+    @property
+    def event(self) -> Event:
+        """The envelope in the topic's first wire format (almost always its only one)."""
+        return next(iter(self.envelopes.values()))
 
 
 @dataclass(frozen=True)
@@ -29,25 +62,8 @@ class Routed:
 
     record: ConsumedRecord
     event: Event
-    handler: Handler
-    # Set on a dead letter `cdc-ctl dlq replay` (or a requeue) republished: the consumer
-    # it is for, and how often it was requeued behind a held event.
-    replay_for: str | None = None
-    replay_hops: int = 0
-
-    @classmethod
-    def of(cls, record: ConsumedRecord, event: Event, handler: Handler) -> Routed:
-        replay_for = header(record, wire.HEADER_REPLAY_FOR)
-        if replay_for is None:
-            return cls(record, event, handler)
-        hops = header(record, wire.HEADER_REPLAY_HOPS) or b"0"
-        return cls(
-            record,
-            event,
-            handler,
-            replay_for.decode(errors="replace"),
-            int(hops) if hops.isdigit() else 0,
-        )
+    handler: BaseHandler
+    replay: ReplayMarks | None = None
 
     @property
     def consumer(self) -> str:
@@ -60,7 +76,11 @@ class Routed:
     @property
     def replayed_for_me(self) -> bool:
         """A dead letter replayed (or requeued) for this record's consumer."""
-        return self.replay_for == self.consumer
+        return self.replay is not None and self.replay.consumer == self.consumer
+
+    @property
+    def replay_hops(self) -> int:
+        return self.replay.hops if self.replay is not None else 0
 
 
 @dataclass(frozen=True)
@@ -90,7 +110,7 @@ class Router:
 
     def __init__(
         self,
-        handlers: Mapping[str, Sequence[Handler]],
+        handlers: Mapping[str, Sequence[BaseHandler]],
         catalogue: Catalogue | None,
         unhandled: Unhandled,
     ) -> None:
@@ -98,7 +118,7 @@ class Router:
         self.catalogue = catalogue
         self.unhandled = unhandled
         everyone = {id(h): h for hs in handlers.values() for h in hs}.values()
-        self._by_topic: dict[str, list[Handler]] = {}
+        self._by_topic: dict[str, list[BaseHandler]] = {}
         for handler in everyone:
             for topic in handler.subscribed_topics():
                 self._by_topic.setdefault(topic, []).append(handler)
@@ -115,7 +135,7 @@ class Router:
                     type(handler).__name__, handler.payload_types, handler.event_types
                 )
 
-    def _check_pinned_version(self, event_type: str, handler: Handler) -> None:
+    def _check_pinned_version(self, event_type: str, handler: BaseHandler) -> None:
         pinned = handler.schema_version
         if pinned is None:
             return
@@ -126,19 +146,24 @@ class Router:
                 "which the Avro catalogue does not have"
             )
 
-    def route(self, record: ConsumedRecord) -> list[Routed | Undecodable] | Unroutable:
-        """One `Routed` per handler that takes the record (or `Undecodable` where its
-        payload cannot be decoded into that handler's schema); else why it ends here.
-        The envelope is decoded in each wire format the topic's handlers read."""
-        candidates = self._by_topic.get(record.topic, [])
+    def decode(self, record: ConsumedRecord) -> Decoded | Unroutable:
+        """The record's envelope in each wire format its topic's handlers read, or
+        `DEAD_LETTERED` when one of them cannot read it."""
         envelopes: dict[wire.WireFormat, Event] = {}
         for fmt in self._formats.get(record.topic) or [wire.DEFAULT_FORMAT]:
             try:
-                envelopes[fmt] = decode(record, _undecoded, fmt)
+                envelopes[fmt] = decode_envelope(record, fmt)
             except Exception as e:  # whatever a record makes decoding raise
                 return Unroutable(record, None, Outcome.DEAD_LETTERED, _poison(e))
+        return Decoded(record, envelopes, ReplayMarks.of(record))
+
+    def route(self, decoded: Decoded) -> list[Routed | Undecodable] | Unroutable:
+        """One `Routed` per handler that takes the record (or `Undecodable` where its
+        payload cannot be decoded into that handler's schema); else why it ends here."""
+        record, envelopes = decoded.record, decoded.envelopes
+        candidates = self._by_topic.get(record.topic, [])
         takers = [h for h in candidates if h.takes(envelopes[h.wire_format].event_type)]
-        envelope = next(iter(envelopes.values()))
+        envelope = decoded.event
         if not takers:
             if self.unhandled == "dead-letter":
                 error = PoisonRecord(f"no handler takes event type {envelope.event_type!r}")
@@ -150,14 +175,13 @@ class Router:
             try:
                 payload = self._decode_payload(handler, own)
             except Exception as e:  # any decoding failure of one record
-                undecoded = own.with_payload(None)
-                error = UndecodablePayload(str(_poison(e)), undecoded)
-                routed.append(Undecodable(Routed.of(record, undecoded, handler), error))
+                error = UndecodablePayload(str(_poison(e)), own)
+                routed.append(Undecodable(Routed(record, own, handler, decoded.replay), error))
                 continue
-            routed.append(Routed.of(record, own.with_payload(payload), handler))
+            routed.append(Routed(record, own.with_payload(payload), handler, decoded.replay))
         return routed
 
-    def _decode_payload(self, handler: Handler, event: Event) -> Any:
+    def _decode_payload(self, handler: BaseHandler, event: Event) -> Any:
         if self.catalogue is None or event.content_type != wire.CONTENT_TYPE_AVRO:
             payload = decode_payload(event.content_type, event.event_type, event.value)
         else:
@@ -175,8 +199,3 @@ def _poison(error: Exception) -> PoisonRecord:
     poison = PoisonRecord(f"cannot decode the record: {type(error).__name__}: {error}"[:1000])
     poison.__cause__ = error
     return poison
-
-
-def _undecoded(content_type: str, event_type: str, value: bytes) -> bytes:
-    """The envelope first: each handler's payload is decoded for that handler."""
-    return value

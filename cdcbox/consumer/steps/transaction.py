@@ -1,5 +1,5 @@
-"""Steps 2 to 4, one record in one local transaction: inbox claim → version guard → the
-handler → the outcome mark, then COMMIT.
+"""The transaction step, one record in one local transaction: inbox claim → version
+guard → the handler → the outcome mark, then COMMIT.
 
 The claim writes the inbox row as PROCESSED inside the handler's transaction, so it only
 survives if the handler's change commits with it. The transaction is pipelined (see
