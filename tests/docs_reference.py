@@ -41,7 +41,7 @@ def _cell(text: str) -> str:
 
 def _commands(command: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
     if isinstance(command, click.Group):
-        found = [(path, command)] if path else []
+        found: list[tuple[list[str], click.Command]] = [(path, command)] if path else []
         for name in sorted(command.commands):
             found += _commands(command.commands[name], [*path, name])
         return found

@@ -9,6 +9,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import psycopg
 import pytest
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """What a test does when something it needs is not there: in CI (`CI=true`) it fails,
     naming the reason; elsewhere (a partial local run) it is skipped."""
     if os.environ.get("CI") == "true":

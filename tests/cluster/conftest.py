@@ -10,20 +10,24 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import apply, load_specs
+from cdcbox.migrate import migrate
 from cdcbox.resources import resource_dir
 from cdcbox.stack import runner
 from cdcbox.stack.config import Ports, StackConfig
 from cdcbox.stack.endpoints import Endpoints
-from tests.conftest import ROOT, SESSION, _migrate
+from cdcbox.stack.secrets import read_password_properties
+from cdcbox.testing.session import SessionStack
+from tests.conftest import ROOT
 
 CLUSTER = StackConfig(
     state_dir=ROOT / ".cdcbox" / "pytest-cluster",
-    cache_dir=SESSION.config.cache_dir,
+    cache_dir=SessionStack(ROOT).config.cache_dir,
     infra_dir=resource_dir("infra"),
     ports=Ports(postgres=56432, kafka=60092, controller=60093, connect=59083),
     brokers=3,
@@ -39,7 +43,9 @@ def cluster() -> Iterator[tuple[StackConfig, Endpoints]]:
         endpoints = dataclasses.replace(
             started, dsn=make_conninfo(started.dsn, passfile=started.pgpassfile)
         )
-        _migrate(endpoints.dsn, Path(endpoints.debezium_password_file))
+        debezium_password = read_password_properties(Path(endpoints.debezium_password_file))
+        with psycopg.connect(endpoints.dsn) as conn:
+            migrate(conn, debezium_password=debezium_password)
         env = {**os.environ, **endpoints.as_env()}
         for spec in load_specs(resource_dir("connectors"), env=env):
             apply(ConnectClient(endpoints.connect_url, auth=endpoints.connect_auth()), spec)

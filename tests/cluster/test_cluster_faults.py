@@ -76,7 +76,7 @@ def test_the_worker_running_the_debezium_task_sigkilled(
     moved_to: list[str] = []
 
     def fault(s: Scenario) -> None:
-        running_on = eventually(lambda: task_worker(client), timeout=60, what="task RUNNING")
+        running_on: str = eventually(lambda: task_worker(client), timeout=60, what="task RUNNING")
         both = workers(config)
         (victim,) = [w for w in both if w.url.endswith(":" + running_on.split(":")[-1])]
         (survivor,) = [w for w in both if w is not victim]

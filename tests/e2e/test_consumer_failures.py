@@ -172,7 +172,7 @@ def test_batch_mode_applies_everything_but_the_failing_record_exactly_once(
         eventually(lambda: running.stats[Outcome.PROCESSED] == 99, what="99 applied")
     with psycopg.connect(stack.dsn) as conn:
         applied = [r[0] for r in effects(conn, consumer)]
-        statuses = dict(
+        statuses: dict[Any, Any] = dict(
             conn.execute(
                 "SELECT status, count(*) FROM inbox_event WHERE consumer_name = %s GROUP BY status",
                 (consumer,),

@@ -6,6 +6,7 @@ thread, and an aggregate another member parked must still be held after the assi
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -82,6 +83,10 @@ def test_a_partition_assignment_never_uses_the_consumer_session_from_another_thr
     assert source.threads == {"the-consumer-thread"}
 
 
+def processed_is(consumer: Consumer, n: int) -> bool:
+    return consumer.stats[Outcome.PROCESSED] == n
+
+
 def assignments(consumer: Consumer) -> float:
     value = consumer.stats.metrics.registry.get_sample_value("cdcbox_consumer_assignments_total")
     return value or 0.0
@@ -99,7 +104,7 @@ def test_a_consumer_starting_alone_is_assigned_its_partitions_once(stack: Endpoi
     with running_in_thread(consumer, "the-consumer-thread"):
         for n in range(1, 4):  # one poll after another: each would see the rejoin
             write(stack.dsn, [NewEvent(aggregate_type, f"a{n}", "Created", {"n": n})])
-            eventually(lambda n=n: consumer.stats[Outcome.PROCESSED] == n, what=f"event {n}")
+            eventually(partial(processed_is, consumer, n), what=f"event {n}")
         assert assignments(consumer) == 1
 
 

@@ -61,12 +61,15 @@ def deployed_fleet(stack: Endpoints, connect_client: ConnectClient) -> Iterator[
         with psycopg.connect(stack.dsn, autocommit=True) as conn:
             for spec in specs.values():
                 slot = spec.config["slot.name"]
+
+                def released(slot: str = slot) -> bool:
+                    row = conn.execute(
+                        "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+                    ).fetchone()
+                    return row is not None and not row[0]
+
                 eventually(
-                    lambda slot=slot: (
-                        not conn.execute(  # type: ignore[misc]
-                            "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-                        ).fetchone()[0]
-                    ),
+                    released,
                     timeout=60,
                     what=f"slot {slot} released",
                 )
@@ -126,7 +129,7 @@ def _answers_name_their_orders_as_cause(stack: Endpoints, run: str) -> None:
     database; the trace id is carried along."""
     like = (run + "-%",)
     with psycopg.connect(ORDERS.dsn(stack.dsn)) as conn:
-        created = dict(
+        created: dict[Any, Any] = dict(
             conn.execute(
                 "SELECT aggregate_id, event_id::text FROM outbox_event "
                 "WHERE event_type = 'OrderCreated' AND aggregate_id LIKE %s",
@@ -134,7 +137,7 @@ def _answers_name_their_orders_as_cause(stack: Endpoints, run: str) -> None:
             ).fetchall()
         )
     with psycopg.connect(INVENTORY.dsn(stack.dsn)) as conn:
-        causes = dict(
+        causes: dict[Any, Any] = dict(
             conn.execute(
                 "SELECT aggregate_id, causation_id FROM outbox_event WHERE aggregate_id LIKE %s",
                 like,

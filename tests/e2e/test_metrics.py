@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def test_prometheus_scrapes_a_consumer_debezium_and_the_exporter(
         shown = panel_queries("Processed and duplicates skipped /s")[:1]
         for expr in shown + panel_queries("Handler latency"):
             eventually(
-                lambda expr=expr: consumer in consumers_in(prometheus, expr),
+                partial(shows, prometheus, expr, consumer),
                 timeout=30,
                 what=f"{consumer} in the dashboard's {expr}",
             )
@@ -102,6 +103,10 @@ def test_prometheus_scrapes_a_consumer_debezium_and_the_exporter(
 
 def consumers_in(prometheus: str, expr: str) -> set[str]:
     return {r["metric"].get("consumer", "") for r in query(prometheus, all_values(expr))}
+
+
+def shows(prometheus: str, expr: str, consumer: str) -> bool:
+    return consumer in consumers_in(prometheus, expr)
 
 
 def all_values(expr: str) -> str:

@@ -43,7 +43,7 @@ def test_the_debezium_role_reads_the_outbox_and_nothing_else(stack: Endpoints) -
     table = unique("business")
     with psycopg.connect(stack.dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE TABLE {} (id int)").format(sql.Identifier(table)))
-    forbidden = [
+    forbidden: list[sql.SQL | sql.Composed] = [
         sql.SQL("SELECT * FROM {}").format(sql.Identifier(table)),
         sql.SQL("INSERT INTO {} VALUES (1)").format(sql.Identifier(table)),
         sql.SQL("SELECT * FROM inbox_event"),

@@ -99,4 +99,4 @@ def test_a_typed_payload_whose_own_check_raises_is_dead_lettered(
         letters = harness.dead_letters(harness.record(NewEvent(aggregate, "x", "Paid", {})).topic)
     assert handler.applied == ["o2"]
     assert ended[Outcome.DEAD_LETTERED] == 1
-    assert b"never negative" in dict(letters[0].headers)["cdcbox.error.message"]
+    assert b"never negative" in (dict(letters[0].headers)["cdcbox.error.message"] or b"")

@@ -104,7 +104,7 @@ def test_a_session_checks_a_type_once_and_forgets_a_claim_it_rolled_back(
         assert "Undone.Type" not in (
             conn.execute(
                 "SELECT current_setting('cdcbox.checked_aggregate_types', true)"
-            ).fetchone()[0]  # type: ignore[index]
+            ).fetchone()[0]
             or ""
         )
         append(database, cdcbox_schema, "Undone_Type")  # another session claims the key

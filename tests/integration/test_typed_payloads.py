@@ -61,11 +61,11 @@ def test_a_handler_gets_its_payload_type_and_poison_is_dead_lettered(
     assert harness.send(booked("a", 1999)) == Counter({Outcome.PROCESSED: 1})
     assert handler.seen == [payload_type(account="a", cents=1999)]  # type: ignore[attr-defined]
     # Not an int: refused before the handler runs, dead-lettered; b's next event is parked.
-    assert harness.send(booked("b", "lots"), booked("b", 5)) == Counter(  # type: ignore[arg-type]
+    assert harness.send(booked("b", "lots"), booked("b", 5)) == Counter(
         {Outcome.DEAD_LETTERED: 1, Outcome.PARKED: 1}
     )
     letters = harness.dead_letters(wire.topic_for(cdcbox_aggregate_type))
-    message = dict(letters[0].headers)["cdcbox.error.message"].decode()
+    message = (dict(letters[0].headers)["cdcbox.error.message"] or b"").decode()
     assert f"not a valid {payload_type.__name__}" in message and "cents" in message
     assert len(handler.seen) == 1  # type: ignore[attr-defined]
 

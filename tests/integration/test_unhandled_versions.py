@@ -41,20 +41,22 @@ def handler_of(consumer: str, aggregate: str, event_types: set[str], fail_on: se
     return Recording()
 
 
-def replay(harness: Harness, topic: str, names: DbNames, conn: psycopg.Connection[Any]) -> list:
+def replay(
+    harness: Harness, topic: str, names: DbNames, conn: psycopg.Connection[Any]
+) -> list[Any]:
     """What `cdc-ctl dlq replay` does, with the harness's memory topics as Kafka."""
     letters = [
         dlq.DeadLetter(r.partition, r.offset, r.key, r.value, [(k, v or b"") for k, v in r.headers])
         for r in harness.dead_letters(topic)
     ]
     before = len(harness.topics.records[topic]) if topic in harness.topics.records else 0
-    dlq.republish(harness.topics, letters)  # type: ignore[arg-type]
+    dlq.republish(harness.topics, letters)
     with conn.transaction():
         Parking(names).mark_replaying(conn, dlq.parked_keys(letters), [d.event_id for d in letters])
     return harness.topics.records[topic][before:]
 
 
-def as_records(copies: list) -> list[Record]:
+def as_records(copies: list[Any]) -> list[Record]:
     return [Record(c.topic, 0, 1000 + i, c.key, c.value, c.headers) for i, c in enumerate(copies)]
 
 

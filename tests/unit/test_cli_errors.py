@@ -30,7 +30,11 @@ def run(*args: str, env: dict[str, str] | None = None) -> Result:
 
 def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:
     assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output and result.exc_info[0] is SystemExit
+    assert (
+        "Traceback" not in result.output
+        and result.exc_info is not None
+        and result.exc_info[0] is SystemExit
+    )
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for fragment in fragments:

@@ -21,7 +21,7 @@ DOCUMENT = {"id": 1, "customer": "c-7", "lines": []}
 
 def routed(value: bytes, **extra: bytes) -> object:
     """A record as the router emits it by default, plus `extra` headers."""
-    headers = [("id", DEBEZIUM_ID.encode()), *((k, v) for k, v in extra.items())]
+    headers: list[tuple[str, bytes | None]] = [("id", DEBEZIUM_ID.encode()), *extra.items()]
     return a_record(key=b"42", value=value, headers=headers, topic="outbox.event.Order")
 
 

@@ -152,7 +152,7 @@ def test_the_root_exports_the_api_users_write() -> None:
     ]  # fmt: skip
     assert [getattr(cdcbox, name) for name in cdcbox.__all__] == expected
     with pytest.raises(AttributeError, match="no attribute 'outbox_typo'"):
-        _ = cdcbox.outbox_typo  # type: ignore[attr-defined]
+        _ = cdcbox.outbox_typo
 
 
 def test_the_root_needs_no_consumer_dependency_until_a_consumer_name_is_used() -> None:

@@ -43,7 +43,7 @@ def test_readyz_names_why_the_relay_cannot_work_while_healthz_says_it_lives() ->
     thread.start()
     try:
         _status, reason = eventually(
-            lambda: (got := get(f"http://127.0.0.1:{port}/readyz"))[0] == 503 and got,
+            lambda: got if (got := get(f"http://127.0.0.1:{port}/readyz"))[0] == 503 else None,
             timeout=30,
             what="/readyz 503",
         )

@@ -18,7 +18,6 @@ import pytest
 from cdcbox.errors import StackError
 from cdcbox.resources import resource_dir
 from cdcbox.stack import kafka as kafka_module
-from cdcbox.stack import postgres as postgres_module
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.postgres import NativePostgres
@@ -69,7 +68,7 @@ def test_scram_passwords_reach_the_storage_tool_in_a_private_argument_file(
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     monkeypatch.setattr(kafka_module, "jvm_argv", lambda _l, _i, _h, *args: ["java", *args])
-    monkeypatch.setattr(kafka_module.subprocess, "run", run)
+    monkeypatch.setattr("subprocess.run", run)
     broker = NativeKafka(cfg, layout=None)
     monkeypatch.setattr(broker, "_layout", lambda: None)
     broker.root.mkdir(parents=True)
@@ -104,7 +103,7 @@ def test_initdb_password_file_is_private_from_its_creation(
         modes.append(private(Path(option.split("=", 1)[1])))
         return subprocess.CompletedProcess(argv, 1, "", "stubbed")
 
-    monkeypatch.setattr(postgres_module.os, "chmod", chmod)
+    monkeypatch.setattr("os.chmod", chmod)
     monkeypatch.setattr(postgres, "_run_as_postgres", run_as_postgres)
     with umask(0o022), pytest.raises(StackError, match="stubbed"):
         postgres._initdb(tmp_path / "bin")
@@ -122,7 +121,7 @@ def test_a_plain_stack_gives_the_storage_tool_no_argument_file(
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     monkeypatch.setattr(kafka_module, "jvm_argv", lambda _l, _i, _h, *args: ["java", *args])
-    monkeypatch.setattr(kafka_module.subprocess, "run", run)
+    monkeypatch.setattr("subprocess.run", run)
     broker = NativeKafka(config(tmp_path, secure=False), layout=None)
     monkeypatch.setattr(broker, "_layout", lambda: None)
     broker.root.mkdir(parents=True)
