@@ -220,11 +220,17 @@ def restart(ctx: click.Context, connector: str, failed_only: bool, include_tasks
     help="Where the stuck event is published, with the error, beside the quarantine table.",
 )
 @yes_option
+@dry_run_option
 @click.pass_context
-def quarantine_command(ctx: click.Context, connector: str, topic: str, yes: bool) -> None:
+def quarantine_command(
+    ctx: click.Context, connector: str, topic: str, yes: bool, dry_run: bool
+) -> None:
     """Get a connector whose task FAILED on one record moving again, keeping that record:
     it is found from what the slot holds past the connector's offset, kept in the
     quarantine table and topic, and the connector resumes right after it."""
+    if dry_run:
+        click.echo(quarantine.plan(settings_of(ctx).connect_client(), connector, topic))
+        return
     if not yes:
         click.confirm(
             f"{connector!r} is stopped meanwhile and resumes past the record it failed on. Go on?",

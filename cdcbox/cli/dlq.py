@@ -50,17 +50,27 @@ def dlq_list(ctx: click.Context, topic: str, as_json: bool) -> None:
 @dlq.command("show")
 @click.argument("topic")
 @click.option("--event-id", required=True)
+@json_option
 @click.pass_context
-def dlq_show(ctx: click.Context, topic: str, event_id: str) -> None:
+def dlq_show(ctx: click.Context, topic: str, event_id: str, as_json: bool) -> None:
+    """One dead letter: where it sits, its headers and its value."""
     letters = dead_letters.read(settings(ctx).kafka(), topic)
     for d in dead_letters.select(letters, {event_id}):
-        print_json(
-            {
-                **d.summary(),
-                "headers": {k: v.decode(errors="replace") for k, v in d.headers},
-                "value": (d.value or b"").decode(errors="replace"),
-            }
-        )
+        shown = {
+            **d.summary(),
+            "headers": {k: v.decode(errors="replace") for k, v in d.headers},
+            "value": (d.value or b"").decode(errors="replace"),
+        }
+        if as_json:
+            print_json(shown)
+            continue
+        for name, value in shown.items():
+            if isinstance(value, dict):
+                click.echo(f"{name}:")
+                for key, text in value.items():
+                    click.echo(f"  {key}: {text}")
+            else:
+                click.echo(f"{name}: {value}")
 
 
 @dlq.command("replay")

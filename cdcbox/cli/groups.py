@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from cdcbox.cli.common import json_option, print_json, print_table, settings
+from cdcbox.cli.common import (
+    confirm,
+    dry_run_option,
+    json_option,
+    print_json,
+    print_table,
+    settings,
+    yes_option,
+)
 from cdcbox.ops import groups
 
 
@@ -43,14 +51,26 @@ def groups_lag(ctx: click.Context, group: str, as_json: bool) -> None:
 @click.argument("group")
 @click.option("--to", "to", required=True, help="earliest | latest | OFFSET | ISO datetime")
 @click.option("--topic", default=None, help="Only this topic's partitions.")
-@click.option("--dry-run", is_flag=True, help="Print what would change, change nothing.")
+@yes_option
+@dry_run_option
 @json_option
 @click.pass_context
 def groups_reset(
-    ctx: click.Context, group: str, to: str, topic: str | None, dry_run: bool, as_json: bool
+    ctx: click.Context,
+    group: str,
+    to: str,
+    topic: str | None,
+    yes: bool,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Move a stopped group's committed offsets (the inbox dedupes what is read again)."""
-    steps = groups.reset(settings(ctx).kafka(), group, to, topic, dry_run)
+    kafka = settings(ctx).kafka()
+    if not dry_run:
+        groups.parse_target(to)
+        groups.check_resettable(kafka, group)  # refused before asking
+        confirm(yes, f"move {group!r}'s committed offsets to {to}?")
+    steps = groups.reset(kafka, group, to, topic, dry_run)
     if as_json:
         print_json([vars(s) for s in steps])
     else:

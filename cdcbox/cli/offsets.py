@@ -7,7 +7,15 @@ from collections.abc import Callable
 
 import click
 
-from cdcbox.cli.common import LSN, confirm, dry_run_option, print_json, settings, yes_option
+from cdcbox.cli.common import (
+    LSN,
+    confirm,
+    dry_run_option,
+    json_option,
+    print_json,
+    settings,
+    yes_option,
+)
 from cdcbox.connect import offsets as connector_offsets
 from cdcbox.connect.client import ConnectClient
 
@@ -19,9 +27,21 @@ def offsets() -> None:
 
 @offsets.command("show")
 @click.argument("connector")
+@json_option
 @click.pass_context
-def offsets_show(ctx: click.Context, connector: str) -> None:
-    print_json(settings(ctx).connect_client().offsets(connector))
+def offsets_show(ctx: click.Context, connector: str, as_json: bool) -> None:
+    """The connector's stored source offsets, one line per source partition."""
+    stored = settings(ctx).connect_client().offsets(connector)
+    if as_json:
+        print_json(stored)
+        return
+    entries = stored.get("offsets") or []
+    if not entries:
+        click.echo(f"{connector}: no stored offsets")
+    for entry in entries:
+        partition = ", ".join(f"{k}={v}" for k, v in (entry.get("partition") or {}).items())
+        offset = ", ".join(f"{k}={v}" for k, v in (entry.get("offset") or {}).items())
+        click.echo(f"{partition or '-'}: {offset or '-'}")
 
 
 def _change(

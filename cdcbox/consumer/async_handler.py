@@ -48,6 +48,7 @@ class AsyncHandler(BaseHandler):
     pipelined: ClassVar[bool] = False
 
     async def handle(self, event: Event, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Apply `event` with `conn`, in the record's transaction, as `Handler.handle`."""
         raise NotImplementedError
 
     async def handle_batch(

@@ -79,6 +79,8 @@ class Handler(BaseHandler):
     """
 
     def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+        """Apply `event` with `conn`, in the record's transaction: the change commits
+        with the inbox claim and the outcome mark, or not at all."""
         raise NotImplementedError
 
     def handle_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:

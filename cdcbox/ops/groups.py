@@ -121,18 +121,24 @@ def _targets(
     return {tp: o if (o := found.get(tp)) is not None else ends[tp] for tp in partitions}
 
 
+def check_resettable(kafka: KafkaSettings, group: str) -> None:
+    """Refuse a group with members: their next commit would undo a reset."""
+    members = active_members(kafka, group)
+    if members:
+        raise UsageError(
+            f"group {group!r} has {len(members)} active member(s); stop its "
+            "consumers first, or their next commit undoes the reset"
+        )
+
+
 def reset(
     kafka: KafkaSettings, group: str, to: str, topic: str | None = None, dry_run: bool = False
 ) -> list[ResetStep]:
     """Move the group's committed offsets to `to` (validated first); refused while the
     group has members, whose next commit would undo it."""
     parse_target(to)
-    members = active_members(kafka, group)
-    if members and not dry_run:
-        raise UsageError(
-            f"group {group!r} has {len(members)} active member(s); stop its "
-            "consumers first, or their next commit undoes the reset"
-        )
+    if not dry_run:
+        check_resettable(kafka, group)
     steps = plan_reset(kafka, group, to, topic)
     if not dry_run:
         with Admin(kafka) as admin:

@@ -155,6 +155,18 @@ def _rows(conn: psycopg.Connection[Any], names: DbNames, ids: list[int]) -> dict
     return found
 
 
+def plan(client: ConnectClient, name: str, topic: str = DEFAULT_TOPIC) -> str:
+    """What `quarantine` would do, read from the connector's status alone: nothing is
+    stopped or changed (finding the exact record needs the connector stopped)."""
+    status = client.status(name)
+    if status is None:
+        raise UsageError(f"no connector named {name!r}")
+    return (
+        f"would stop {name!r}, find the record its task failed on ({failure(status)}), "
+        f"keep it in the quarantine table and on {topic}, and resume {name!r} right after it"
+    )
+
+
 def quarantine(
     client: ConnectClient,
     conn: psycopg.Connection[Any],

@@ -68,8 +68,10 @@ def test_connector_lifecycle_offsets_and_slot_drop(
     listed = json.loads(ctl("connectors", "list", "--json").output)
     assert {"name": name, "state": "RUNNING", "tasks": "RUNNING"} in listed
 
-    shown = json.loads(ctl("offsets", "show", name).output)
+    shown = json.loads(ctl("offsets", "show", name, "--json").output)
     assert shown["offsets"] == [] or shown["offsets"][0]["partition"] == {"server": name}
+    human = ctl("offsets", "show", name).output
+    assert (f"server={name}: " in human) if shown["offsets"] else "no stored offsets" in human
     lsn = int(eventually(lambda: _current_lsn(stack.dsn)))
     changed = ctl("offsets", "set", name, "--lsn", str(lsn), "--yes")
     assert changed.exit_code == 0, changed.output
@@ -142,7 +144,7 @@ def test_group_lag_and_reset_refused_while_active(stack: Endpoints, run_consumer
     )
     assert consumer in groups_listed
 
-    reset = ctl("groups", "reset", consumer, "--to", "earliest", "--topic", topic)
+    reset = ctl("groups", "reset", consumer, "--to", "earliest", "--topic", topic, "--yes")
     assert reset.exit_code == 0, reset.output
     lag = json.loads(ctl("groups", "lag", consumer, "--json").output)
     assert sum(r["lag"] for r in lag) == 6
@@ -225,9 +227,11 @@ def test_dead_letters_listed_shown_and_replayed_into_an_exact_effect(
         listed = ctl("dlq", "list", topic, "--json")
         assert listed.exit_code == 0
         assert [d["event_id"] for d in json.loads(listed.output)] == [str(i) for i in ids]
-        shown = json.loads(ctl("dlq", "show", topic, "--event-id", str(ids[0])).output)
+        shown = json.loads(ctl("dlq", "show", topic, "--event-id", str(ids[0]), "--json").output)
         assert shown["error"] == "RuntimeError"
         assert shown["headers"]["cdcbox.consumer"] == consumer
+        human = ctl("dlq", "show", topic, "--event-id", str(ids[0])).output
+        assert "error: RuntimeError" in human and f"  cdcbox.consumer: {consumer}" in human
         parked = json.loads(ctl("parked", "list", "--json").output)
         assert any(p["consumer"] == consumer and p["aggregate_id"] == "x" for p in parked)
 

@@ -131,6 +131,9 @@ def test_a_stuck_connector_is_moved_past_exactly_the_record_it_failed_on(
     eventually(task_failed, timeout=90, what=f"{name}'s task FAILED on the {failure} row")
 
     topic = f"{name}.quarantine"
+    planned = ctl("connectors", "quarantine", name, "--topic", topic, "--dry-run")
+    assert planned.exit_code == 0 and f"would stop {name!r}" in planned.output, planned.output
+    assert task_failed()  # the dry run stopped nothing
     result = ctl("connectors", "quarantine", name, "--topic", topic, "--yes")
     assert result.exit_code == 0, result.output
     assert f"quarantined event {bad}" in result.output
