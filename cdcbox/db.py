@@ -145,6 +145,15 @@ class Reconnecting:
     def unguard(self) -> None:
         self._guarded = False
 
+    @property
+    def guarded(self) -> bool:
+        return self._guarded
+
+    @property
+    def alive(self) -> bool:
+        """The session is open and usable (False also after it broke)."""
+        return self._conn is not None and not self._conn.closed and not self._conn.broken
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()

@@ -264,6 +264,9 @@ class Consumer:
             except DeadLetterError as e:
                 # Neither applied nor dead-lettered: commit what ended, come back to the rest.
                 log.error("%s; will retry from there", e)
+                if self._session_lost():
+                    self._rewind(kafka, batch, {})
+                    return
                 kafka.seek(tp, done.get(tp, records[0].offset))
                 self._stop.wait(self.config.retry.max_delay_s)
                 continue
@@ -283,8 +286,12 @@ class Consumer:
                 if not is_outage(e):
                     raise
                 # The database went away outside a record's retries (a parked check, a
-                # dead letter's record): nothing of the rest is lost, it comes back.
-                self._wait_for_database(kafka, pipeline, batch, done, e)
+                # dead letter's record, an unhandled event's version): nothing of the
+                # rest is lost, it comes back. On a guarded session the batch's earlier
+                # commits may have died with it: the whole batch comes back.
+                self._wait_for_database(
+                    kafka, pipeline, batch, {} if self._session_lost() else done, e
+                )
                 return
             done[tp] = records[-1].offset + 1
         self._outages = 0
@@ -337,6 +344,18 @@ class Consumer:
         if self.config.durable_each_commit or self.config.fault_switches.no_session_check:
             return
         self.connection.guard()
+
+    def _session_lost(self) -> bool:
+        """The guarded session of this batch ended: its asynchronous COMMITs are not
+        proven, whichever statement met the end first. The batch is redone whole."""
+        lost = self.connection.guarded and not self.connection.alive
+        if lost:
+            log.warning(
+                "the database session ended with commits not yet flushed to WAL; the "
+                "whole batch is processed again"
+            )
+            self.connection.unguard()
+        return lost
 
     def _make_durable(self) -> None:
         """Before offsets are committed: flush the session's asynchronous COMMITs."""

@@ -16,8 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from cdcbox import wire
 from cdcbox.connect.client import ConnectClient
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, RetryPolicy
+from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.ops.groups import committed
 from cdcbox.producer import NewEvent, Outbox
@@ -30,6 +32,7 @@ from tests.e2e.conftest import (
     running_in_thread,
 )
 from tests.faults.conftest import answering, connector_running, walwriter_pid
+from tests.faults.ledger import topic_size
 from tests.helpers import eventually, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(300)]
@@ -97,6 +100,78 @@ def test_commits_lost_in_a_crash_before_the_barrier_are_applied_again(
             assert count_effects(stack.dsn, name) == 3
     finally:
         if len(stopped) == 1:  # the test failed between the stop and the kill
+            os.kill(stopped[0], signal.SIGCONT)
+        eventually(answering(lambda: walwriter_pid(stack.dsn) > 0), timeout=60, what="recovery")
+        connector_running(connect_client)
+
+
+def test_a_crash_first_met_by_an_unhandled_event_type_redoes_the_whole_batch(
+    stack: Endpoints, connect_client: ConnectClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Audit 33, case 1: v1 and v2 handled (their COMMITs unflushed), then the server
+    crashes and the first statement on the dead session is v3's, an event type this
+    consumer does not take (its version consumed outside any retry). The old code rewound
+    only to v3, opened a new session for the next batch and committed the offsets past
+    v1 and v2, whose commits the crash lost: 0 effects of 2."""
+    with psycopg.connect(stack.dsn) as conn:
+        conn.execute(EFFECTS_DDL)
+    aggregate, name = unique("crash"), unique("c")
+    stopped: list[int] = []
+
+    class Recorder(Handler):
+        consumer_name = name
+        aggregate_types = (aggregate,)
+        event_types = frozenset({"Changed"})
+
+        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+            if not stopped:
+                # From here on, asynchronous COMMITs stay in PostgreSQL's WAL buffers.
+                stopped.append(walwriter_pid(stack.dsn))
+                os.kill(stopped[0], signal.SIGSTOP)
+            conn.execute(INSERT_EFFECT, effect_row(name, event))
+
+    consume_unhandled = RecordTransaction.consume_unhandled
+
+    def crash_first(
+        self: RecordTransaction, conn: psycopg.Connection[Any], event: Event, consumers: list[str]
+    ) -> None:
+        if len(stopped) == 1:
+            stopped.append(0)
+            os.kill(stopped[0], signal.SIGKILL)  # the postmaster restarts everything
+            eventually(lambda: session_gone(conn), timeout=30, what="the crash")
+        consume_unhandled(self, conn, event, consumers)
+
+    monkeypatch.setattr(RecordTransaction, "consume_unhandled", crash_first)
+    with psycopg.connect(stack.dsn) as conn, conn.transaction():
+        Outbox().append_many(
+            conn,
+            [
+                NewEvent(aggregate, "a1", "Changed", {"n": 1}, 1),
+                NewEvent(aggregate, "a1", "Changed", {"n": 2}, 2),
+                NewEvent(aggregate, "a1", "NotTakenHere", {"n": 3}, 3),
+            ],
+        )
+    config = ConsumerConfig(
+        bootstrap_servers=stack.bootstrap_servers,
+        dsn=stack.dsn,
+        group_id=name,
+        retry=RetryPolicy(max_attempts=100, initial_delay_s=0.2, max_delay_s=1.0),
+    )
+    kafka = KafkaSettings(stack.bootstrap_servers)
+    topic = wire.topic_for(aggregate)
+    # All three on the topic before the consumer's first poll: one batch.
+    eventually(lambda: topic_size(stack.bootstrap_servers, topic) == 3, what="3 records")
+    try:
+        with running_in_thread(Consumer([Recorder()], config), f"consumer-{name}"):
+            eventually(lambda: len(stopped) == 2, timeout=120, what="the crash before v3")
+            eventually(
+                lambda: sum(committed(kafka, name).values()) == 3,
+                timeout=60,
+                what="the batch's offsets committed",
+            )
+            assert count_effects(stack.dsn, name) == 2
+    finally:
+        if len(stopped) == 1:
             os.kill(stopped[0], signal.SIGCONT)
         eventually(answering(lambda: walwriter_pid(stack.dsn) > 0), timeout=60, what="recovery")
         connector_running(connect_client)
