@@ -42,7 +42,8 @@ class Event:
     # The id of the event whose handler appended this one (None: not caused by one).
     causation_id: str | None = None
     # The event id as the record carries it, when it is not a UUID (a producer whose id
-    # column is of another type): `event_id` is then its uuid5, the inbox's key.
+    # column is of another type): `event_id` is then `wire.foreign_event_key`, the inbox's
+    # key.
     source_event_id: str | None = None
 
     def with_payload(self, payload: Any) -> Event:
@@ -160,13 +161,14 @@ def _foreign_payload(value: bytes) -> Any:
     return payload
 
 
-def event_id_of(raw_id: str) -> tuple[uuid.UUID, str | None]:
+def event_id_of(raw_id: str, topic: str, aggregate_id: str) -> tuple[uuid.UUID, str | None]:
     """The inbox's key for an event id as a record carries it, and the id's own text
-    when it is not a UUID (its uuid5 then: every copy maps to the same key)."""
+    when it is not a UUID (`wire.foreign_event_key` then: within its topic and
+    aggregate, the same for every copy)."""
     try:
         return uuid.UUID(raw_id), None
     except ValueError:
-        return uuid.uuid5(wire.FOREIGN_ID_NAMESPACE, raw_id), raw_id
+        return wire.foreign_event_key(topic, aggregate_id, raw_id), raw_id
 
 
 def decode_envelope(record: ConsumedRecord, fmt: wire.WireFormat = wire.DEFAULT_FORMAT) -> Event:
@@ -177,7 +179,6 @@ def decode_envelope(record: ConsumedRecord, fmt: wire.WireFormat = wire.DEFAULT_
     raw_id = _text(headers, fmt.event_id, required=True) or ""
     if not raw_id.strip():
         raise PoisonRecord(f"header {fmt.event_id!r} (the event id) is empty")
-    event_id, source_event_id = event_id_of(raw_id)
     event_type = _text(headers, fmt.event_type, required=False) or fmt.default_event_type or ""
     aggregate_type = _text(headers, fmt.aggregate_type, required=False) or (
         fmt.aggregate_type_of(record.topic)
@@ -209,6 +210,7 @@ def decode_envelope(record: ConsumedRecord, fmt: wire.WireFormat = wire.DEFAULT_
     aggregate_id = key.decode(errors="replace")
     if not content_type and len(key) > 1 and key[:1] == key[-1:] == b'"':
         aggregate_id = _json_string(aggregate_id)  # a key through JsonConverter: "42"
+    event_id, source_event_id = event_id_of(raw_id, record.topic, aggregate_id)
     return Event(
         event_id=event_id,
         event_type=event_type,

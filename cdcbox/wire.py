@@ -80,8 +80,16 @@ class ConsumedRecord(Protocol):
 # header says, or when it has none.
 ANY_EVENT_TYPE = "*"
 # Where event ids that are not UUIDs (Debezium lets the id column be any type) are
-# mapped to the UUID the inbox keys on: uuid5 of the id's text, the same for every copy.
+# mapped to the UUID the inbox keys on: see `foreign_event_key`.
 FOREIGN_ID_NAMESPACE = uuid.UUID("6b7e3c8e-4f1a-5d2b-9c3e-0a1b2c3d4e5f")
+
+
+def foreign_event_key(topic: str, aggregate_id: str, raw_id: str) -> uuid.UUID:
+    """The inbox key of an event id that is not a UUID: uuid5 of the id within its source,
+    its topic and aggregate. Every copy of a record (redelivered, replayed from its dead
+    letters to the same topic) maps to the same key; two producers whose `bigserial`
+    ids both reach 1, or one whose sequence restarted, do not collide."""
+    return uuid.uuid5(FOREIGN_ID_NAMESPACE, "\x1f".join((topic, aggregate_id, raw_id)))
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,8 @@ def test_ids_that_are_not_uuids_a_json_string_payload_and_a_placed_version(
         ("c1", 2, 2),
         ("c2", 1, 3),
     ]
+    topic = f"outbox.event.{aggregate_type}"
     assert {row[0] for row in applied} == {
-        uuid.uuid5(wire.FOREIGN_ID_NAMESPACE, f"moved-{i}") for i in (1, 2, 3)
+        wire.foreign_event_key(topic, key, f"moved-{i}")
+        for i, key in ((1, "c1"), (2, "c1"), (3, "c2"))
     }

@@ -145,3 +145,39 @@ def test_a_poison_record_is_dead_lettered_and_its_log_line_names_the_event_id(
     assert "order-9-created" in line.getMessage()
     assert getattr(line, "event_id", None) == "order-9-created"
     assert len(harness.dead_letters(f"outbox.event.{cdcbox_aggregate_type}")) == 1
+
+
+def test_ids_that_are_not_uuids_are_keyed_within_their_topic_and_aggregate(
+    cdcbox_harness: Callable[..., Harness], cdcbox_aggregate_type: str
+) -> None:
+    """Audit 33, case 2: two services with `bigserial` ids, read by one handler, both
+    send event id 1; a producer whose sequence restarted sends id 1 again for another
+    aggregate. The old code keyed all of them by uuid5 of "1" alone: the later ones were
+    silent DUPLICATEs. A redelivered copy is still one."""
+    orders, billing = f"outbox.event.{cdcbox_aggregate_type}", f"billing.{cdcbox_aggregate_type}"
+
+    class BothServices(Handler):
+        consumer_name = unique("two-services")
+        topics = (orders, billing)
+        event_types = frozenset({ANY_EVENT_TYPE})
+
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, str, Any]] = []
+
+        def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+            self.seen.append((event.topic, event.aggregate_id, event.payload))
+
+    handler = BothServices()
+    harness = cdcbox_harness([handler])
+    outcomes = harness.send(
+        router_record(orders, "1", "o-1", {"from": "orders"}, 0),
+        router_record(billing, "1", "b-1", {"from": "billing"}, 0, aggregate_type="Invoice"),
+        router_record(orders, "1", "o-2", {"after": "a sequence restart"}, 1),
+        router_record(orders, "1", "o-1", {"from": "orders"}, 0),  # redelivered
+    )
+    assert outcomes == Counter({Outcome.PROCESSED: 3, Outcome.DUPLICATE: 1})
+    assert [(t, a) for t, a, _ in handler.seen] == [
+        (orders, "o-1"),
+        (billing, "b-1"),
+        (orders, "o-2"),
+    ]

@@ -61,7 +61,7 @@ def test_ids_that_are_not_uuids_map_to_one_key_and_keep_their_text() -> None:
     other = a_record(key=b"42", headers=[("id", b"order-42-paid")], topic="outbox.event.Order")
     a, b, c = decode(first), decode(copy), decode(other)
     assert a.event_id == b.event_id != c.event_id
-    assert a.event_id == uuid.uuid5(wire.FOREIGN_ID_NAMESPACE, "order-42-created")
+    assert a.event_id == wire.foreign_event_key("outbox.event.Order", "42", "order-42-created")
     assert a.id_text == "order-42-created" and "order-42-created" in a.log_fields
     assert a.log_extra["event_id"] == "order-42-created"
 
