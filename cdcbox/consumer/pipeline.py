@@ -35,7 +35,14 @@ from cdcbox.consumer.steps.dead_letter import DeadLetterStep
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.park_gate import ParkGate
 from cdcbox.consumer.steps.retry import RetryStep
-from cdcbox.consumer.steps.route import Decoded, Routed, Router, Undecodable, Unroutable
+from cdcbox.consumer.steps.route import (
+    Decoded,
+    Routed,
+    Router,
+    Undecodable,
+    Unreadable,
+    Unroutable,
+)
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
@@ -164,16 +171,19 @@ class RecordPipeline:
             if routed.error is not None or routed.event is None:
                 return [], None
             event, taken_by = routed.event, set()
-            candidates: list[Routed | Undecodable] = []
+            candidates: list[Routed | Undecodable | Unreadable] = []
         else:
-            first = routed[0]
-            event = (first if isinstance(first, Routed) else first.routed).event
-            taken_by = {(r if isinstance(r, Routed) else r.routed).consumer for r in routed}
+            event = next((e for r in routed if (e := _event(r)) is not None), decoded.event)
+            taken_by = {_consumer(r) for r in routed}
             candidates = list(routed)
         skipped, unhandled = self._not_taken(decoded, event, taken_by)
         passing: list[Routed] = []
         for r in [*candidates, *skipped]:
-            if isinstance(r, Undecodable):
+            if isinstance(r, Unreadable):
+                name = r.handler.consumer_name
+                self.dead_letter.publish(r.record, None, name, r.error, attempts=0)
+                self.stats.count(Outcome.DEAD_LETTERED, name)
+            elif isinstance(r, Undecodable):
                 self.dead_letter.give_up(connection, r.routed, r.error, attempts=0)
                 self.stats.count(Outcome.DEAD_LETTERED, r.routed.consumer)
             elif self.park_gate.holds(connection, r):
@@ -254,6 +264,19 @@ class RecordPipeline:
                 seen.add(key)
                 unique.append(r)
         return unique
+
+
+def _event(r: Routed | Undecodable | Unreadable) -> Event | None:
+    """The event as the handler reads it (None where its format cannot read it)."""
+    if isinstance(r, Unreadable):
+        return None
+    return (r if isinstance(r, Routed) else r.routed).event
+
+
+def _consumer(r: Routed | Undecodable | Unreadable) -> str:
+    if isinstance(r, Unreadable):
+        return r.handler.consumer_name
+    return (r if isinstance(r, Routed) else r.routed).consumer
 
 
 def _keys(event: Event, consumers: list[str]) -> set[tuple[str, str, str]]:

@@ -181,3 +181,21 @@ def test_ids_that_are_not_uuids_are_keyed_within_their_topic_and_aggregate(
         (billing, "b-1"),
         (orders, "o-2"),
     ]
+
+
+def test_a_record_one_wire_format_cannot_read_is_dead_lettered_for_its_handlers_only(
+    cdcbox_harness: Callable[..., Harness], cdcbox_aggregate_type: str
+) -> None:
+    """Audit 33, case 3: two handlers read one topic, one with the default format, one
+    with a format whose id header the record lacks. The old code dead-lettered the record
+    for both (and the default handler applied later versions past it); now it is
+    applied by the handler that can read it and dead-lettered for the other alone."""
+    topic = f"outbox.event.{cdcbox_aggregate_type}"
+    reads_it = recording(cdcbox_aggregate_type, frozenset({"Created"}), WireFormat())
+    other = recording(cdcbox_aggregate_type, frozenset({"Created"}), WireFormat(event_id="msgId"))
+    harness = cdcbox_harness([reads_it, other])
+    record = router_record(topic, "e-1", "a-1", {"n": 1}, 0, eventType="Created")
+    assert harness.send(record) == Counter({Outcome.PROCESSED: 1, Outcome.DEAD_LETTERED: 1})
+    assert [seen[0] for seen in reads_it.seen] == ["e-1"] and other.seen == []
+    (letter,) = harness.dead_letters(topic)
+    assert dict(letter.headers)["cdcbox.consumer"] == other.consumer_name.encode()

@@ -9,7 +9,7 @@ schema version): a type no handler takes is counted as unhandled whatever its by
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cdcbox import wire
@@ -49,6 +49,8 @@ class Decoded:
     record: ConsumedRecord
     envelopes: dict[wire.WireFormat, Event]
     replay: ReplayMarks | None
+    # The formats that could not read it, and why: poison for their handlers alone.
+    unreadable: dict[wire.WireFormat, PoisonRecord] = field(default_factory=dict)
 
     @property
     def event(self) -> Event:
@@ -91,6 +93,16 @@ class Unroutable:
     event: Event | None
     outcome: Outcome
     error: PoisonRecord | None = None
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A record the wire format of this handler cannot read (while another handler's
+    can): dead-lettered for this handler's consumer alone, nothing to park."""
+
+    record: ConsumedRecord
+    handler: BaseHandler
+    error: PoisonRecord
 
 
 @dataclass(frozen=True)
@@ -150,26 +162,42 @@ class Router:
         """The record's envelope in each wire format its topic's handlers read, or
         `DEAD_LETTERED` when one of them cannot read it."""
         envelopes: dict[wire.WireFormat, Event] = {}
+        unreadable: dict[wire.WireFormat, PoisonRecord] = {}
         for fmt in self._formats.get(record.topic) or [wire.DEFAULT_FORMAT]:
             try:
                 envelopes[fmt] = decode_envelope(record, fmt)
             except Exception as e:  # whatever a record makes decoding raise
-                return Unroutable(record, None, Outcome.DEAD_LETTERED, _poison(e))
-        return Decoded(record, envelopes, ReplayMarks.of(record))
+                unreadable[fmt] = _poison(e)
+        if not envelopes:
+            error = next(iter(unreadable.values()))
+            return Unroutable(record, None, Outcome.DEAD_LETTERED, error)
+        return Decoded(record, envelopes, ReplayMarks.of(record), unreadable)
 
-    def route(self, decoded: Decoded) -> list[Routed | Undecodable] | Unroutable:
+    def route(self, decoded: Decoded) -> list[Routed | Undecodable | Unreadable] | Unroutable:
         """One `Routed` per handler that takes the record (or `Undecodable` where its
-        payload cannot be decoded into that handler's schema); else why it ends here."""
+        payload cannot be decoded into that handler's schema, `Unreadable` where its
+        wire format cannot read the record); else why it ends here."""
         record, envelopes = decoded.record, decoded.envelopes
         candidates = self._by_topic.get(record.topic, [])
-        takers = [h for h in candidates if h.takes(envelopes[h.wire_format].event_type)]
+        unreadable: list[Routed | Undecodable | Unreadable] = [
+            Unreadable(record, h, decoded.unreadable[h.wire_format])
+            for h in candidates
+            if h.wire_format in decoded.unreadable
+        ]
+        takers = [
+            h
+            for h in candidates
+            if h.wire_format in envelopes and h.takes(envelopes[h.wire_format].event_type)
+        ]
         envelope = decoded.event
+        if not takers and unreadable:
+            return unreadable
         if not takers:
             if self.unhandled == "dead-letter":
                 error = PoisonRecord(f"no handler takes event type {envelope.event_type!r}")
                 return Unroutable(record, envelope, Outcome.DEAD_LETTERED, error)
             return Unroutable(record, envelope, Outcome.UNHANDLED)
-        routed: list[Routed | Undecodable] = []
+        routed = unreadable
         for handler in takers:
             own = envelopes[handler.wire_format]
             try:
