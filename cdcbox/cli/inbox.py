@@ -79,15 +79,17 @@ def inbox_purge(
     s = settings(ctx)
     age = retention.parse_duration(older_than)
     retry, repair = retention.parse_duration(retry_window), retention.parse_duration(repair_window)
-    floor = (
-        retention.InboxFloor(
-            retention.parse_duration(topic_retention), retry, repair, "--topic-retention"
-        )
-        if topic_retention
-        else retention.inbox_floor(s.kafka(), retry, repair)
-    )
     pace = Pace(max_rate)
     with s.database() as conn, DeletingProgress() as bar:
+        floor = (
+            retention.InboxFloor(
+                retention.parse_duration(topic_retention), retry, repair, "--topic-retention"
+            )
+            if topic_retention
+            else retention.inbox_floor(
+                s.kafka(), retry, repair, retention.inbox_topics(conn, s.kafka(), s.names)
+            )
+        )
 
         def purge(dry: bool) -> int:
             return retention.purge_inbox(

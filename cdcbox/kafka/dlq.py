@@ -4,12 +4,16 @@ reading them back and replaying them.
 The original key, value and headers travel unchanged, so a replay puts the very same
 event back (same event id: the inbox dedupes whatever was applied after all, and
 re-applies what failed, whose inbox row is FAILED); error headers say why and from where,
-and a replayed copy names the consumer it is for (see `replay`).
+and a replayed copy names the consumer it is for (see `replay`). A letter describes
+itself: it carries the event as its consumer decoded it (`LETTER_HEADERS`: the id as
+written, the inbox key, the aggregate), so a replay needs no handler code whatever the
+producer's wire format.
 A publish is awaited: if it fails, the consumer must not commit the record's offset.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +22,7 @@ import psycopg
 
 from cdcbox import wire
 from cdcbox.errors import CdcboxError, UsageError
+from cdcbox.event import Event
 from cdcbox.kafka.client import Consumer, KafkaSettings, Producer, TopicPartition
 from cdcbox.kafka.records import RecordSink
 from cdcbox.names import DbNames
@@ -35,14 +40,27 @@ ERROR_HEADERS = (
 )
 
 
+# What the consumer decoded, on a letter whose event it could decode.
+HEADER_LETTER_EVENT_ID = "cdcbox.event.id"
+HEADER_LETTER_INBOX_KEY = "cdcbox.inbox.key"
+HEADER_LETTER_AGGREGATE_TYPE = "cdcbox.aggregate.type"
+HEADER_LETTER_AGGREGATE_ID = "cdcbox.aggregate.id"
+LETTER_HEADERS = (
+    HEADER_LETTER_EVENT_ID,
+    HEADER_LETTER_INBOX_KEY,
+    HEADER_LETTER_AGGREGATE_TYPE,
+    HEADER_LETTER_AGGREGATE_ID,
+)
 REPLAY_HEADERS = (wire.HEADER_REPLAY_FOR, wire.HEADER_REPLAY_HOPS)
+# Headers of the dead-letter topic only: a replayed or requeued copy goes without them.
+DLQ_ONLY_HEADERS = ERROR_HEADERS + LETTER_HEADERS + REPLAY_HEADERS
 
 
 def replay_headers(
     headers: Sequence[tuple[str, bytes | None]], consumer: str, hops: int
 ) -> list[tuple[str, bytes]]:
     """The original headers, addressed to `consumer` as a replayed copy."""
-    kept = [(k, v or b"") for k, v in headers if k not in ERROR_HEADERS + REPLAY_HEADERS]
+    kept = [(k, v or b"") for k, v in headers if k not in DLQ_ONLY_HEADERS]
     return [
         *kept,
         (wire.HEADER_REPLAY_FOR, consumer.encode()),
@@ -78,10 +96,19 @@ class DeadLetterPublisher:
             ) from e
 
     def publish(
-        self, record: ConsumedRecord, *, error_type: str, message: str, attempts: int, consumer: str
+        self,
+        record: ConsumedRecord,
+        *,
+        error_type: str,
+        message: str,
+        attempts: int,
+        consumer: str,
+        event: Event | None = None,
     ) -> None:
+        """Publish `record` with why it failed and, when its `event` was decoded, what
+        the consumer read of it (`LETTER_HEADERS`)."""
         # kafka-python cannot write null header values; an absent value travels as b"".
-        original = [(k, v or b"") for k, v in (record.headers or []) if k not in ERROR_HEADERS]
+        original = [(k, v or b"") for k, v in (record.headers or []) if k not in DLQ_ONLY_HEADERS]
         extra = zip(
             ERROR_HEADERS,
             (
@@ -96,6 +123,14 @@ class DeadLetterPublisher:
             strict=True,
         )
         headers = original + [(k, v.encode()) for k, v in extra]
+        if event is not None:
+            described = (
+                event.id_text,
+                str(event.event_id),
+                event.aggregate_type,
+                event.aggregate_id,
+            )
+            headers += [(k, v.encode()) for k, v in zip(LETTER_HEADERS, described, strict=True)]
         try:
             self.producer.send(
                 record.topic + self.suffix, key=record.key, value=record.value, headers=headers
@@ -125,11 +160,29 @@ class DeadLetter:
 
     @property
     def event_id(self) -> str:
-        return self.header("id")
+        """The event id as its producer wrote it (as the consumer's wire format read it;
+        the contract's `id` header on letters that do not say)."""
+        return self.header(HEADER_LETTER_EVENT_ID) or self.header(wire.HEADER_EVENT_ID)
+
+    @property
+    def inbox_key(self) -> str:
+        """The consumer's inbox key of the event ("" when it is not known: a record
+        whose envelope could not be decoded)."""
+        key = self.header(HEADER_LETTER_INBOX_KEY)
+        if key:
+            return key
+        try:
+            return str(uuid.UUID(self.event_id))
+        except ValueError:
+            return ""
+
+    @property
+    def aggregate_type(self) -> str:
+        return self.header(HEADER_LETTER_AGGREGATE_TYPE) or self.header(wire.HEADER_AGGREGATE_TYPE)
 
     @property
     def aggregate_id(self) -> str:
-        return (self.key or b"").decode(errors="replace")
+        return self.header(HEADER_LETTER_AGGREGATE_ID) or (self.key or b"").decode(errors="replace")
 
     @property
     def original_topic(self) -> str:
@@ -199,20 +252,34 @@ def replay(
     dead-lettered. An aggregate's events are thus applied in order, and replaying only
     some of them leaves the rest held.
     """
-    _check_replayable(letters)
     with Producer(kafka, enable_idempotence=True) as producer:
-        count = republish(producer, letters, progress)
+        return replay_with(producer, letters, progress, parked_in, names)
+
+
+def replay_with(
+    producer: RecordSink,
+    letters: list[DeadLetter],
+    progress: Callable[[int], None] = lambda n: None,
+    parked_in: psycopg.Connection[Any] | None = None,
+    names: DbNames = DbNames(),
+) -> int:
+    """`replay` through `producer` (the test harness's topics, or a producer of Kafka)."""
+    _check_replayable(letters)
+    count = republish(producer, letters, progress)
     if parked_in is not None:
         with parked_in.transaction():
-            ids = [d.event_id for d in letters]
+            ids = [d.inbox_key for d in letters if d.inbox_key]
             Parking(names).mark_replaying(parked_in, parked_keys(letters), ids)
     return count
 
 
 def parked_keys(letters: list[DeadLetter]) -> list[ParkedKey]:
+    """The aggregates the letters' consumers parked (a letter with no known aggregate
+    parked nothing)."""
     keys = {
-        (d.header("cdcbox.consumer"), d.header(wire.HEADER_AGGREGATE_TYPE), d.aggregate_id)
+        (d.header("cdcbox.consumer"), d.aggregate_type, d.aggregate_id)
         for d in letters
+        if d.aggregate_type
     }
     return sorted(keys)
 
@@ -238,9 +305,11 @@ def republish(
     seen: set[tuple[str, str]] = set()
     for letter in letters:
         consumer = letter.header("cdcbox.consumer")
-        if (letter.event_id, consumer) in seen:
+        # A letter with no id at all is its own event.
+        identity = letter.inbox_key or letter.event_id or f"{letter.partition}@{letter.offset}"
+        if (identity, consumer) in seen:
             continue
-        seen.add((letter.event_id, consumer))
+        seen.add((identity, consumer))
         headers = replay_headers(letter.headers, consumer, hops=0)
         producer.send(
             letter.original_topic, key=letter.key, value=letter.value, headers=headers

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from cdcbox import wire
 from cdcbox.kafka.client import Admin, KafkaSettings
 
 KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
@@ -52,12 +53,16 @@ def _retention_of(topic: str, config: dict[str, str]) -> TopicRetention:
     return TopicRetention(topic, timedelta(milliseconds=ms), f"{topic} retention.ms={ms}")
 
 
-def topic_retention(settings: KafkaSettings, prefix: str = "outbox.event.") -> TopicRetention:
+def topic_retention(
+    settings: KafkaSettings, prefix: str = "outbox.event.", also: Iterable[str] = ()
+) -> TopicRetention:
     """What an inbox must outlive: the longest effective retention (topic settings and
-    broker defaults) of the outbox topics and their dead-letter topics, from which a
-    replay republishes. Kafka's default (7 days) when no such topic exists yet."""
+    broker defaults) of the topics starting with `prefix` and of the topics `also` names,
+    each with its dead-letter topic, from which a replay republishes. Kafka's default (7
+    days) when no such topic exists yet."""
+    extra = {t for topic in also for t in (topic, topic + wire.DLQ_SUFFIX)}
     with Admin(settings) as admin:
-        topics = sorted(t for t in admin.list_topics() if t.startswith(prefix))
+        topics = sorted(t for t in admin.list_topics() if t.startswith(prefix) or t in extra)
         configs = admin.topic_configs(topics)
     found = [_retention_of(topic, config) for topic, config in sorted(configs.items())]
     forever = [r for r in found if r.forever]

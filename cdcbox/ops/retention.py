@@ -9,7 +9,7 @@ older than the safety floor, past which no redelivery of the event can arrive.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,11 +18,12 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.errors import UsageError
-from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.topics import topic_retention
 from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
+from cdcbox.stores.group_binding import GroupBinding
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -193,12 +194,27 @@ class InboxFloor:
 
 
 def inbox_floor(
-    kafka: KafkaSettings, retry_window: timedelta, repair_window: timedelta
+    kafka: KafkaSettings,
+    retry_window: timedelta,
+    repair_window: timedelta,
+    subscribed: Iterable[str] = (),
 ) -> InboxFloor:
-    """The floor for this deployment, from the longest effective retention of its outbox
-    and dead-letter topics as Kafka reports it."""
-    found = topic_retention(kafka)
+    """The floor for this deployment, from the longest effective retention, as Kafka
+    reports it, of the outbox topics, of the `subscribed` topics the inbox's consumers
+    read (`inbox_topics`), and of their dead-letter topics."""
+    found = topic_retention(kafka, also=subscribed)
     return InboxFloor(found.duration, retry_window, repair_window, found.reason)
+
+
+def inbox_topics(
+    conn: psycopg.Connection[Any], kafka: KafkaSettings, names: DbNames = DbNames()
+) -> list[str]:
+    """The topics the consumers of this inbox read, whatever their names: those their
+    consumer groups (bound to their names at start) have committed offsets on."""
+    with conn.transaction():
+        groups = GroupBinding(names).groups(conn)
+    with Admin(kafka) as admin:
+        return sorted({tp.topic for group in groups for tp in admin.group_offsets(group)})
 
 
 def check_inbox_retention(older_than: timedelta, floor: InboxFloor, force: bool) -> None:

@@ -31,9 +31,14 @@ class GroupBinding:
         self._read = sql.SQL(
             "SELECT consumer_name, group_id FROM {} WHERE consumer_name = ANY(%s) FOR UPDATE"
         ).format(table)
+        self._groups = sql.SQL("SELECT DISTINCT group_id FROM {} ORDER BY 1").format(table)
         self._move = sql.SQL(
             "UPDATE {} SET group_id = %s, bound_at = now() WHERE consumer_name = ANY(%s)"
         ).format(table)
+
+    def groups(self, conn: psycopg.Connection[Any]) -> list[str]:
+        """Every group a consumer name of this schema is bound to."""
+        return [group for (group,) in conn.execute(self._groups).fetchall()]
 
     def bind(
         self,

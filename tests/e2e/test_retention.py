@@ -7,17 +7,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import psycopg
 import pytest
+from click.testing import CliRunner
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from cdcbox import wire
+from cdcbox.cli.main import cli
 from cdcbox.errors import UsageError
-from cdcbox.kafka.client import KafkaSettings
+from cdcbox.kafka.client import Admin, KafkaSettings, TopicPartition
 from cdcbox.kafka.topics import topic_retention
+from cdcbox.names import DbNames
 from cdcbox.ops.retention import InboxFloor, check_inbox_retention
 from cdcbox.stack.endpoints import Endpoints
-from tests.helpers import unique
+from cdcbox.stores.group_binding import GroupBinding
+from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.e2e
 DAY_MS = 24 * 3600 * 1000
@@ -77,3 +82,29 @@ def test_the_broker_default_retention_is_read_for_a_topic_that_sets_none(
     found = topic_retention(KafkaSettings(stack.bootstrap_servers), prefix=prefix)
     # The broker default, as the effective config reports it (not only modified keys).
     assert found.reason == f"{prefix}order retention.ms={7 * DAY_MS}"
+
+
+def test_the_floor_covers_the_topics_the_inboxs_consumers_read_and_their_dead_letters(
+    stack: Endpoints, create_topics: Callable[..., str]
+) -> None:
+    """Audit 33, case 5: a consumer of this inbox reads a topic outside `outbox.event.*`
+    (a foreign producer's, or one named explicitly) whose dead-letter topic keeps events
+    30 days. The old floor read only `outbox.event.*` (7 days) and let a 15-day purge
+    delete inbox rows Kafka could still redeliver."""
+    prefix = create_topics(
+        billing={"retention.ms": str(DAY_MS)},
+        **{"billing" + wire.DLQ_SUFFIX: {"retention.ms": str(30 * DAY_MS)}},
+    )
+    names = migrated_schema(stack.dsn, DbNames(schema=unique("floor")))
+    consumer, group = unique("billing"), unique("billing-group")
+    with psycopg.connect(stack.dsn, autocommit=True) as conn:
+        GroupBinding(names).bind(conn, [consumer], group)
+    kafka = KafkaSettings(stack.bootstrap_servers)
+    with Admin(kafka) as admin:  # the group has consumed the topic
+        admin.alter_group_offsets(group, {TopicPartition(prefix + "billing", 0): 0})
+    purge = CliRunner().invoke(
+        cli, ["--schema", names.schema, "inbox", "purge", "--older-than", "15d", "--dry-run"]
+    )
+    assert purge.exit_code == 2, purge.output
+    assert "safety floor 33 days, 1:00:00" in purge.output, purge.output
+    assert f"{prefix}billing{wire.DLQ_SUFFIX}" in purge.output

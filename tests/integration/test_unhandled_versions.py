@@ -15,7 +15,6 @@ from cdcbox.consumer import Event, Handler, Outcome
 from cdcbox.kafka import dlq
 from cdcbox.names import DbNames
 from cdcbox.producer import NewEvent
-from cdcbox.stores.parking import Parking
 from cdcbox.testing import Harness
 from cdcbox.testing.harness import Record
 from tests.helpers import unique
@@ -50,9 +49,8 @@ def replay(
         for r in harness.dead_letters(topic)
     ]
     before = len(harness.topics.records[topic]) if topic in harness.topics.records else 0
-    dlq.republish(harness.topics, letters)
     with conn.transaction():
-        Parking(names).mark_replaying(conn, dlq.parked_keys(letters), [d.event_id for d in letters])
+        dlq.replay_with(harness.topics, letters, parked_in=conn, names=names)
     return harness.topics.records[topic][before:]
 
 

@@ -85,11 +85,11 @@ class DeadLetterStep:
             letter
             for topic in sorted({t for _, t in failed})
             for letter in dlq.read(self.kafka, topic + self.publisher.suffix)
-            if letter.event_id in wanted and letter.header("cdcbox.consumer") == consumer
+            if letter.inbox_key in wanted and letter.header("cdcbox.consumer") == consumer
         ]
         count = dlq.republish(self.publisher.producer, letters)
         with conn.transaction():
-            ids = [letter.event_id for letter in letters]
+            ids = [letter.inbox_key for letter in letters]
             self.parking.mark_replaying(conn, dlq.parked_keys(letters), ids)
         log.warning("replayed %d events %s dead-lettered as the breaker tripped", count, consumer)
         return count
@@ -139,6 +139,7 @@ class DeadLetterStep:
             message=str(error),
             attempts=attempts,
             consumer=consumer or self.group_id,
+            event=event,
         )
         log.error(
             "dead-lettered %s[%d]@%d (event %s): %s: %s",
