@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 
 from cdcbox import db
+from cdcbox.consumer.handler import NoHandler
 from cdcbox.consumer.stats import Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
@@ -94,12 +95,13 @@ class BatchTransaction:
             error,
         )
 
-    def _pipelined(self, to_handle: dict[str, list[Routed]]) -> frozenset[str]:
+    def _pipelined(self, calls: list[list[Routed]]) -> frozenset[str]:
         """The consumers whose handlers may run pipelined in this batch."""
         return frozenset(
-            name
-            for name, routed in to_handle.items()
-            if routed[0].handler.pipelined is not False and name not in self.unpipelined
+            routed[0].consumer
+            for routed in calls
+            if routed[0].handler.pipelined is not False
+            and routed[0].consumer not in self.unpipelined
         )
 
     def _fast(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
@@ -115,7 +117,7 @@ class BatchTransaction:
                         {r.parked_key for r in fresh if r.event.aggregate_version is not None},
                     )
                 )
-                to_handle: dict[str, list[Routed]] = {}  # by consumer name: one per handler
+                to_handle: list[Routed] = []
                 for r in fresh:
                     version = r.event.aggregate_version
                     if version is not None:
@@ -123,11 +125,15 @@ class BatchTransaction:
                         if verdict is not None:
                             result.applied.append((r, verdict))
                             continue
-                    to_handle.setdefault(r.consumer, []).append(r)
-                pipelined = self._pipelined(to_handle)
-                for name, routed in to_handle.items():
+                    if isinstance(r.handler, NoHandler):  # its version consumed, nothing run
+                        result.applied.append((r, Outcome.SKIPPED))
+                        continue
+                    to_handle.append(r)
+                calls = handler_calls(to_handle)
+                pipelined = self._pipelined(calls)
+                for routed in calls:
                     # Leaving the pipeline waits for its results: a failed statement raises.
-                    with db.pipeline(conn) if name in pipelined else nullcontext():
+                    with db.pipeline(conn) if routed[0].consumer in pipelined else nullcontext():
                         routed[0].handler.invoke_batch([r.event for r in routed], conn)
                     result.applied.extend((r, Outcome.PROCESSED) for r in routed)
                 if not self.stores.versions.advance_many(conn, versions.advanced):
@@ -189,12 +195,40 @@ class BatchTransaction:
                     r.event,
                     r.consumer,
                     "PROCESSED" if o is Outcome.PROCESSED else "SKIPPED",
-                    "stale version" if o is Outcome.STALE else None,
+                    _reason(r, o),
                 )
                 for r, o in result.applied
-                if o in (Outcome.PROCESSED, Outcome.STALE) and o is not marked
+                if o in (Outcome.PROCESSED, Outcome.STALE, Outcome.SKIPPED) and o is not marked
             ],
         )
         for r, _ in result.applied:
             claim = claimed.get((r.event.event_id, r.consumer))
             self.transaction.release_if_drained(conn, r, claim)
+
+
+def handler_calls(records: list[Routed]) -> list[list[Routed]]:
+    """The batch's `invoke_batch` calls, in order: each handler's records in record order,
+    split where an aggregate passes from one handler to another. Within one run of calls
+    no aggregate has records for two handlers, so one aggregate's events reach their
+    handlers in record order, versioned or not, as they do record by record."""
+    calls: list[list[Routed]] = []
+    open_calls: dict[int, list[Routed]] = {}  # by handler (identity), in this run
+    handled_by: dict[tuple[str, str], int] = {}  # aggregate -> its handler in this run
+    for r in records:
+        handler, aggregate = id(r.handler), (r.event.aggregate_type, r.event.aggregate_id)
+        if handled_by.get(aggregate, handler) != handler:
+            open_calls, handled_by = {}, {}  # a new run, after every call of this one
+        if handler not in open_calls:
+            open_calls[handler] = []
+            calls.append(open_calls[handler])
+        open_calls[handler].append(r)
+        handled_by[aggregate] = handler
+    return calls
+
+
+def _reason(routed: Routed, outcome: Outcome) -> str | None:
+    if outcome is Outcome.STALE:
+        return "stale version"
+    if isinstance(routed.handler, NoHandler):
+        return routed.handler.reason
+    return None
