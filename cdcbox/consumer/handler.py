@@ -41,10 +41,11 @@ class BaseHandler:
     # pipeline mode) instead of waiting for each one's result. None, the default: yes,
     # and a record that fails pipelined in the database is redone at once without it
     # (batch mode: the batch, record by record); a handler that fails only pipelined
-    # (COPY, server-side cursors) is not pipelined again. True: pipelined, no redo. False:
-    # never. Reading a result or `cursor.rowcount` waits for it, so a handler's logic is
-    # the same either way; what changes is where a failed statement whose result is not
-    # read raises: at the end of the record's (or batch's) transaction.
+    # (COPY, server-side cursors, several statements in one string) is not pipelined
+    # again. True: pipelined, no redo. False: never. Reading a result or
+    # `cursor.rowcount` waits for it, so a handler's logic is the same either way; what
+    # changes is where a failed statement whose result is not read raises: at the end
+    # of the record's (or batch's) transaction.
     pipelined: ClassVar[bool | None] = None
     # Where `emit` appends. None: the consumer binds its own schema's outbox at start.
     outbox: Outbox | None = None

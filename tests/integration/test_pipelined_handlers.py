@@ -254,3 +254,34 @@ def test_a_handler_that_commits_is_refused_and_nothing_it_wrote_is_kept(
     assert outcome_of(pipeline, conn, rec) == Outcome.DEAD_LETTERED
     event_id = dict(rec.headers)["id"].decode()  # type: ignore[union-attr]
     assert tally(conn, event_id) is None
+
+
+class MultiStatement(Counter):
+    """Two statements in one parameterless string: PostgreSQL runs it outside a pipeline
+    (simple query protocol) and refuses it in one (42601, a prepared statement)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.calls = 0
+
+    def handle(self, event: Any, conn: psycopg.Connection[Any]) -> None:
+        self.calls += 1
+        conn.execute("SELECT 1; SELECT 2")
+        self.applied.append(str(event.aggregate_version))
+
+
+def test_per_record_a_database_error_only_a_pipeline_meets_stops_pipelining(
+    database: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Audit 33, case 8: the old code stopped pipelining only after an error the client
+    raised; an error of the server that only a pipeline meets (42601 here) was redone
+    record after record, the handler's effects outside the database twice each time
+    (6 calls for 3 records on the old code, 4 now)."""
+    handler = MultiStatement(unique("consumer"))
+    pipeline = pipeline_for(database, handler)
+    aggregate = unique("agg")
+    for version in (1, 2, 3):
+        assert outcome_of(pipeline, conn, record(aggregate, version)) == Outcome.PROCESSED
+    assert handler.applied == ["1", "1", "2", "3"]
+    assert handler.calls == 4
+    assert pipeline.transaction.unpipelined == {handler.consumer_name}

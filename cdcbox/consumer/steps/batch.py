@@ -11,7 +11,8 @@ letter) after the commit, so per-aggregate order holds. If the transaction itsel
 (e.g. the database went away), nothing committed and every record is deferred.
 
 A batch that fails pipelined and then applies every record on the savepoint path failed
-because of the pipeline (COPY and server-side cursors cannot run in one): that
+because of the pipeline (COPY, server-side cursors and strings of several statements
+cannot run in one): that
 consumer's handlers are not pipelined again by this consumer, and a warning says so.
 """
 
@@ -90,7 +91,8 @@ class BatchTransaction:
         log.warning(
             "batch mode: a batch of %s failed pipelined (%s) and applied record by record; "
             "their handlers run without a pipeline from now on (set `pipelined = False` "
-            "on a handler that uses COPY or a server-side cursor to say so)",
+            "on a handler that uses COPY, a server-side cursor or several statements in one "
+            "string to say so)",
             ", ".join(sorted(consumers)),
             error,
         )

@@ -6,7 +6,8 @@ survives if the handler's change commits with it. The transaction is pipelined (
 `Handler.pipelined`): BEGIN travels with the claim, the handler's writes with COMMIT.
 When a pipelined attempt fails in the database, the record is redone at once without a
 pipeline, so a handler meets a failed statement where it sent it; a handler whose
-records fail only pipelined (COPY, server-side cursors) is not pipelined again. A
+records fail only pipelined (COPY, server-side cursors, several statements in one
+string) is not pipelined again. A
 handler's `SkipEvent` or `RefuseTransition` rolls its writes back; `record_signal` then
 records why in a transaction of its own.
 """
@@ -79,15 +80,18 @@ class RecordTransaction:
             pipelined_error = e
         with conn.transaction():
             outcome = self._claim_and_apply(conn, routed)
-        if getattr(pipelined_error, "sqlstate", None) is None:  # refused by the client
-            self.unpipelined.add(routed.consumer)
-            log.warning(
-                "%s: a record failed pipelined (%s) and applied without a pipeline; its "
-                "records run without one from now on (set `pipelined = False` on a handler "
-                "that uses COPY or a server-side cursor to say so)",
-                routed.consumer,
-                pipelined_error,
-            )
+        # Applied without the pipeline after failing in it: whether the client refused a
+        # statement (COPY, a named cursor) or the server did (a parameterless string of
+        # several statements, 42601), the pipeline was the cause. Redoing every later
+        # record would run the handler, and its effects outside the database, twice.
+        self.unpipelined.add(routed.consumer)
+        log.warning(
+            "%s: a record failed pipelined (%s) and applied without a pipeline; its "
+            "records run without one from now on (set `pipelined = False` on a handler "
+            "that uses COPY, a server-side cursor or several statements in one string)",
+            routed.consumer,
+            pipelined_error,
+        )
         return outcome
 
     def _claim_and_apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
