@@ -17,6 +17,7 @@ from typing import Any
 
 from cdcbox import wire
 from cdcbox.errors import PoisonRecord
+from cdcbox.limits import FIELD_MAX_BYTES
 from cdcbox.wire import ConsumedRecord
 
 
@@ -126,6 +127,11 @@ def _text(
 
 # The largest aggregate version the consumer's tables (bigint) can hold.
 MAX_VERSION = 2**63 - 1
+# The longest aggregate type and id a record may carry: the consumer's tables index them
+# together (versions, parked aggregates, unfinished inbox rows), and a btree entry holds
+# at most ~2.7 KB. The outbox's own bounds (cdcbox.limits), applied to every producer.
+MAX_AGGREGATE_TYPE_BYTES = 200
+MAX_AGGREGATE_ID_BYTES = FIELD_MAX_BYTES["aggregate_id"]
 
 
 def decode_payload(content_type: str, event_type: str, value: bytes) -> Any:
@@ -188,9 +194,19 @@ def decode_envelope(record: ConsumedRecord, fmt: wire.WireFormat = wire.DEFAULT_
             f"no aggregate type: no header {fmt.aggregate_type[0]!r} and the topic "
             f"{record.topic!r} does not match {fmt.topic_pattern!r}"
         )
+    if len(aggregate_type.encode()) > MAX_AGGREGATE_TYPE_BYTES:
+        raise PoisonRecord(
+            f"the aggregate type is {len(aggregate_type.encode())} bytes, over the "
+            f"{MAX_AGGREGATE_TYPE_BYTES} the consumer's tables can index"
+        )
     key = record.key
     if key is None:
         raise PoisonRecord("record has no key (the aggregate id)")
+    if len(key) > MAX_AGGREGATE_ID_BYTES:
+        raise PoisonRecord(
+            f"the key (the aggregate id) is {len(key)} bytes, over the "
+            f"{MAX_AGGREGATE_ID_BYTES} the consumer's tables can index"
+        )
     if b"\x00" in key:
         raise PoisonRecord(
             "the key (the aggregate id) holds a NUL byte, which PostgreSQL cannot store"

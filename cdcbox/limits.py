@@ -35,6 +35,9 @@ HEADER_ALLOWANCE = 16 * 1024
 KAFKA_DEFAULT_MAX_REQUEST_SIZE = 1_048_576
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
 DEFAULT_MAX_PAYLOAD_BYTES = 900_000  # + allowance fits Kafka's 1 MiB defaults
+# What a dead letter adds to its record: the error headers (a message of up to 4000
+# characters, up to 4 bytes each in UTF-8) and what the consumer decoded.
+DEAD_LETTER_ALLOWANCE = 32 * 1024
 PAYLOAD_CONSTRAINT = "outbox_payload_limit"
 
 
@@ -62,6 +65,12 @@ class EventLimits:
         """`max.request.size` for a producer of outbox records: Kafka's default unless
         the records need more."""
         return max(KAFKA_DEFAULT_MAX_REQUEST_SIZE, self.max_record_bytes)
+
+    def dead_letter_max_request_size(self, largest_record: int = 0) -> int:
+        """`max.request.size` for a producer of dead letters of records up to
+        `largest_record` bytes (what a consumed topic's `max.message.bytes` allows), or
+        of outbox records when that is larger."""
+        return max(self.producer_max_request_size, largest_record) + DEAD_LETTER_ALLOWANCE
 
     @property
     def broker_max_message_bytes(self) -> int:

@@ -187,6 +187,7 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
         dsn=s.require_dsn(),
         group_id=o["group"] or default_group,
         move_to_group=o["move_to_group"],
+        limits=s.limits,
         retry=RetryPolicy(
             max_attempts=o["max_attempts"],
             initial_delay_s=o["initial_delay"],

@@ -12,6 +12,7 @@ from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.fault_switches import FaultSwitches
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.security import KafkaSecurity
+from cdcbox.limits import EventLimits
 
 Unhandled = Literal["skip", "dead-letter"]
 GapPolicy = Literal["apply", "hold"]
@@ -46,6 +47,9 @@ class ConsumerConfig:
     # A consumer name runs in one group (its inbox and parking are one state); True
     # rebinds the names to `group_id` instead of refusing to start.
     move_to_group: bool = False
+    # The outbox's limits (cdc-ctl: --max-payload-bytes): its dead-letter producer takes
+    # records this large, or as large as its topics take, whichever is larger.
+    limits: EventLimits = field(default_factory=EventLimits)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     dlq_suffix: str = wire.DLQ_SUFFIX
     unhandled: Unhandled = "skip"

@@ -38,7 +38,7 @@ from cdcbox.errors import (
 from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
-from cdcbox.kafka.topics import ensure_topics
+from cdcbox.kafka.topics import ensure_dead_letter_topics, ensure_topics, largest_records
 from cdcbox.names import DbNames
 from cdcbox.telemetry.http_metrics import serve
 
@@ -104,12 +104,36 @@ class Consumer:
             heartbeat_interval_ms=c.heartbeat_interval_ms,
             max_poll_interval_ms=c.max_poll_interval_ms,
         )
-        producer = Producer(c.kafka, client_id=c.client_id + "-dlq", linger_ms=0)
         if c.create_missing_topics:
             ensure_topics(c.kafka, self.topics)
             self._await_partitions(consumer)
+        producer = Producer(
+            c.kafka,
+            client_id=c.client_id + "-dlq",
+            linger_ms=0,
+            max_request_size=self._dead_letter_request_size(),
+        )
         consumer.subscribe(self.topics, on_assigned=self._on_assigned)
         return consumer, producer
+
+    def _dead_letter_request_size(self) -> int:
+        """What the dead-letter producer must take: the largest record a subscribed topic
+        takes (or the outbox's limit), with a letter's headers. With topic creation on,
+        missing `.dlq` topics are created to take it too. A principal not allowed to read
+        topic configs gets the outbox's limit, and a warning."""
+        c = self.config
+        try:
+            largest = largest_records(c.kafka, self.topics)
+            if c.create_missing_topics:
+                ensure_dead_letter_topics(c.kafka, largest, c.dlq_suffix)
+        except CdcboxError as e:
+            log.warning(
+                "cannot read the topics' record size limits (%s); assuming %d",
+                e,
+                c.limits.max_record_bytes,
+            )
+            largest = {}
+        return c.limits.dead_letter_max_request_size(max(largest.values(), default=0))
 
     def _not_ready(self) -> str | None:
         """Readiness (/readyz): partitions assigned, the database answering, no record

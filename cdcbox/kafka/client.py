@@ -277,11 +277,22 @@ class Admin(_Client):
     def list_topics(self) -> set[str]:
         return set(self._call("list topics", self._client.list_topics))
 
-    def create_topics(self, topics: Iterable[str]) -> None:
+    def create_topics(
+        self,
+        topics: Iterable[str],
+        configs: Mapping[str, dict[str, str]] | None = None,
+        partitions: Mapping[str, int] | None = None,
+    ) -> None:
+        """Create `topics` (an existing one is left as it is); broker defaults where
+        `configs` and `partitions` say nothing."""
+        configs, partitions = configs or {}, partitions or {}
         self._call(
             "create topics",
             self._client.create_topics,
-            [NewTopic(t) for t in topics],
+            [
+                NewTopic(t, partitions.get(t, -1), -1, topic_configs=configs.get(t, {}))
+                for t in topics
+            ],
             raise_errors=False,
             wait_for_metadata=True,
         )

@@ -25,6 +25,7 @@ from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.event import Event
 from cdcbox.kafka.client import Consumer, KafkaSettings, Producer, TopicPartition
 from cdcbox.kafka.records import RecordSink
+from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.stores.parking import ParkedKey, Parking
 from cdcbox.wire import ConsumedRecord
@@ -185,6 +186,12 @@ class DeadLetter:
         return self.header(HEADER_LETTER_AGGREGATE_ID) or (self.key or b"").decode(errors="replace")
 
     @property
+    def size(self) -> int:
+        """The record's bytes as Kafka counts them (key, value, headers), about."""
+        headers = sum(len(k) + len(v) for k, v in self.headers)
+        return len(self.key or b"") + len(self.value or b"") + headers
+
+    @property
     def original_topic(self) -> str:
         return self.header("cdcbox.original.topic")
 
@@ -252,7 +259,12 @@ def replay(
     dead-lettered. An aggregate's events are thus applied in order, and replaying only
     some of them leaves the rest held.
     """
-    with Producer(kafka, enable_idempotence=True) as producer:
+    largest = max((letter.size for letter in letters), default=0)
+    with Producer(
+        kafka,
+        enable_idempotence=True,
+        max_request_size=EventLimits().dead_letter_max_request_size(largest),
+    ) as producer:
         return replay_with(producer, letters, progress, parked_in, names)
 
 

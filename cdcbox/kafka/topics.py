@@ -9,8 +9,45 @@ from datetime import timedelta
 
 from cdcbox import wire
 from cdcbox.kafka.client import Admin, KafkaSettings
+from cdcbox.limits import DEAD_LETTER_ALLOWANCE, KAFKA_DEFAULT_MAX_MESSAGE_BYTES
 
 KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
+
+
+def largest_records(settings: KafkaSettings, topics: Iterable[str]) -> dict[str, int]:
+    """The largest record each existing topic of `topics` takes (`max.message.bytes`,
+    its own or the broker's)."""
+    with Admin(settings) as admin:
+        existing = sorted(set(topics) & admin.list_topics())
+        configs = admin.topic_configs(existing)
+    return {
+        topic: int(config.get("max.message.bytes") or KAFKA_DEFAULT_MAX_MESSAGE_BYTES)
+        for topic, config in configs.items()
+    }
+
+
+def ensure_dead_letter_topics(
+    settings: KafkaSettings, largest: dict[str, int], suffix: str = wire.DLQ_SUFFIX
+) -> list[str]:
+    """Create the dead-letter topic of each topic in `largest` that has none, with its
+    source's partition count and a `max.message.bytes` that takes the source's largest
+    record with a dead letter's headers (a broker-created one would have the broker's
+    default, and refuse it). Returns the topics created."""
+    wanted = {topic + suffix: topic for topic in largest}
+    with Admin(settings) as admin:
+        missing = sorted(set(wanted) - admin.list_topics())
+        if not missing:
+            return []
+        partitions = admin.partition_counts([wanted[t] for t in missing])
+        admin.create_topics(
+            missing,
+            configs={
+                t: {"max.message.bytes": str(largest[wanted[t]] + DEAD_LETTER_ALLOWANCE)}
+                for t in missing
+            },
+            partitions={t: partitions[wanted[t]] for t in missing if wanted[t] in partitions},
+        )
+    return missing
 
 
 def ensure_topics(settings: KafkaSettings, topics: Iterable[str]) -> list[str]:

@@ -189,7 +189,8 @@ def quarantine(
         _await_slot_released(conn, (client.config(name) or {}).get("slot.name", ""))
         stuck = find_stuck(client, conn, name, names, error)
         payload_on_topic = len(stuck.row.payload) <= limits.max_payload_bytes
-        with Producer(kafka, enable_idempotence=True) as producer:
+        size = limits.dead_letter_max_request_size(len(stuck.row.payload))
+        with Producer(kafka, enable_idempotence=True, max_request_size=size) as producer:
             for row in stuck.before:
                 r = stuck.record(row)
                 producer.send(r.topic, key=r.key, value=r.value, headers=r.headers).get(30)

@@ -6,8 +6,10 @@ a poison record's log line names its event id."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import random
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +22,8 @@ from cdcbox.testing import Harness
 from tests.helpers import a_record, unique
 
 pytestmark = pytest.mark.integration
+# 4000 bytes PostgreSQL cannot compress below its btree limit (~2.7 KB).
+NOISE = base64.b64encode(random.Random(33).randbytes(3000))
 
 
 def recording(aggregate_type: str, event_types: frozenset[str], fmt: WireFormat) -> Any:
@@ -199,3 +203,35 @@ def test_a_record_one_wire_format_cannot_read_is_dead_lettered_for_its_handlers_
     assert [seen[0] for seen in reads_it.seen] == ["e-1"] and other.seen == []
     (letter,) = harness.dead_letters(topic)
     assert dict(letter.headers)["cdcbox.consumer"] == other.consumer_name.encode()
+
+
+@pytest.mark.parametrize(
+    ("key", "headers", "reason"),
+    [
+        (NOISE, {"aggregate_version": "1"}, "the key (the aggregate id) is 4000 bytes"),
+        (
+            b"a-1",
+            {"aggregate_version": "1", "aggregate_type": NOISE.decode()},
+            "the aggregate type is 4000 bytes",
+        ),
+    ],
+    ids=["key", "aggregate-type"],
+)
+def test_a_key_or_aggregate_type_too_long_to_index_is_poison(
+    cdcbox_harness: Callable[..., Harness],
+    cdcbox_aggregate_type: str,
+    key: bytes,
+    headers: dict[str, str],
+    reason: str,
+) -> None:
+    """Audit 33, case 10: a foreign key or aggregate type over PostgreSQL's btree limit
+    (~2.7 KB) could be neither claimed nor dead-lettered (the version, parked and
+    unfinished-inbox keys index it). It is poison: dead-lettered once, with the reason."""
+    topic = f"outbox.event.{cdcbox_aggregate_type}"
+    handler = recording(cdcbox_aggregate_type, frozenset({ANY_EVENT_TYPE}), WireFormat())
+    harness = cdcbox_harness([handler])
+    record = router_record(topic, "e-1", key.decode(), {"n": 1}, 0, **headers)
+    assert harness.send(record) == Counter({Outcome.DEAD_LETTERED: 1})
+    (letter,) = harness.dead_letters(topic)
+    assert reason in (dict(letter.headers)["cdcbox.error.message"] or b"").decode()
+    assert handler.seen == []
