@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from psycopg.conninfo import make_conninfo
+
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import ApplyResult, ConnectorSpec, apply
 from cdcbox.db import connect
@@ -17,11 +19,13 @@ from cdcbox.ops.doctor import refuse_unpublishable
 
 
 def spec_database(spec: ConnectorSpec, dsn: str, names: DbNames) -> tuple[str, DbNames]:
-    """The DSN and names of the database `spec`'s connector reads: its service's (the
-    operator's DSN turned to that database), else `dsn` and `names` as given."""
-    if spec.service is None:
-        return dsn, names
-    return spec.service.dsn(dsn), spec.service.names
+    """The DSN and names of the database `spec`'s connector reads: its service's, else
+    the operator's DSN turned to the connector's `database.dbname` (the DSN may name
+    another database of the server), with `names` as given."""
+    if spec.service is not None:
+        return spec.service.dsn(dsn), spec.service.names
+    database = spec.config.get("database.dbname")
+    return (make_conninfo(dsn, dbname=database) if database else dsn), names
 
 
 def apply_checked(

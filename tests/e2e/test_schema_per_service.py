@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from cdcbox.cli.main import cli
 from cdcbox.names import DEFAULT_PUBLICATION, DbNames
@@ -71,3 +72,32 @@ def test_a_connector_whose_table_is_outside_its_publication_is_refused(
     assert "cdcbox_outbox" in refused.output
     assert service_schema.outbox_qualified in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_apply_checks_the_database_the_connector_reads_not_the_dsns(
+    spec_file: Any, stack: Endpoints
+) -> None:
+    """Audit 33, case 13: a schema migrated in another database, a spec naming that
+    database (`database.dbname`) and that schema's table, applied with the default DSN.
+    The old code checked the DSN's database, found nothing to check there, warned and
+    applied: the connector ran and published nothing (the database's publication does
+    not cover the schema's table). Now the check runs in the connector's database."""
+    database, names = unique("orders"), DbNames(schema=unique("svc"))
+    with psycopg.connect(stack.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    orders_dsn = make_conninfo(stack.dsn, dbname=database)
+    with psycopg.connect(orders_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
+    path, name = spec_file(
+        **{"database.dbname": database, "table.include.list": names.outbox_qualified}
+    )
+    runner = CliRunner()
+    migrated = runner.invoke(
+        cli,
+        ["--dsn", orders_dsn, "--schema", names.schema, "db", "migrate", "--slot",
+         name.replace("-", "_")],
+    )  # fmt: skip
+    assert migrated.exit_code == 0, migrated.output
+    refused = runner.invoke(cli, ["apply", str(path)])  # the default DSN: another database
+    assert refused.exit_code == 2, refused.output
+    assert f"does not cover {names.outbox_qualified}" in refused.output
