@@ -23,7 +23,7 @@ from cdcbox.connect.offsets import delete_forgetting_offsets
 from cdcbox.errors import UsageError
 from cdcbox.names import DbNames
 from cdcbox.ops import quarantine
-from cdcbox.ops.deploy import apply_checked
+from cdcbox.ops.deploy import apply_checked, refuse_colliding_topics, spec_topics
 from cdcbox.resources import resource_dir
 
 spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
@@ -41,7 +41,10 @@ def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None
     """Validate, diff and upsert connector specs, then wait until they run."""
     s = settings_of(ctx)
     connect_client = s.connect_client()
-    for spec in specs.load_specs(_path(path), {**schema_defaults(s.names), **os.environ}):
+    loaded = specs.load_specs(_path(path), {**schema_defaults(s.names), **os.environ})
+    if s.dsn and s.bootstrap_servers:
+        refuse_colliding_topics(s.kafka(), spec_topics(loaded, s.dsn, s.names))
+    for spec in loaded:
         result = apply_checked(
             connect_client, spec, s.dsn, s.names, timeout_s=timeout, progress=_progress(spec.label)
         )

@@ -10,7 +10,7 @@ from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.connect.connectors import load_specs
 from cdcbox.db import connect
 from cdcbox.ops.check import Check
-from cdcbox.ops.deploy import spec_database
+from cdcbox.ops.deploy import spec_database, spec_topics, topic_names_check
 from cdcbox.ops.doctor import DoctorInputs, run_checks
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
@@ -34,7 +34,8 @@ def doctor(
     checked (the DSN turned to it), Connect and Kafka once."""
     s = settings(ctx)
     rows: list[tuple[str, Check]] = []
-    for index, spec in enumerate(load_specs(spec_path or resource_dir("connectors"))):
+    specs = load_specs(spec_path or resource_dir("connectors"))
+    for index, spec in enumerate(specs):
         service = spec.service
         dsn, names = spec_database(spec, s.dsn, s.names) if s.dsn else (None, s.names)
         conn = connect(dsn, autocommit=True) if dsn else None
@@ -60,6 +61,8 @@ def doctor(
             if conn is not None:
                 conn.close()
         rows += [(service.name if service else "", c) for c in checks]
+    if s.dsn and s.bootstrap_servers:
+        rows.append(("", topic_names_check(s.kafka(), spec_topics(specs, s.dsn, s.names))))
     labelled = any(service for service, _ in rows)
     if as_json:
         print_json([{**c.as_dict(), **({"service": n} if labelled else {})} for n, c in rows])

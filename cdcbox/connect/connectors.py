@@ -23,6 +23,15 @@ from cdcbox.errors import SpecError, UsageError
 
 # The connector class of every spec in connectors/ and the plugin `doctor` looks for.
 DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
+# The Outbox Event Router's topic for an aggregate type, and its default.
+ROUTE_KEY = "transforms.outbox.route.topic.replacement"
+DEFAULT_ROUTE = "outbox.event.${routedByValue}"
+
+
+def routed_topic(config: Mapping[str, str], aggregate_type: str) -> str:
+    """The topic the connector of `config` publishes `aggregate_type`'s events to."""
+    return config.get(ROUTE_KEY, DEFAULT_ROUTE).replace("${routedByValue}", aggregate_type)
+
 
 _VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
 _PLACEHOLDER = re.compile(r"\$\{[a-z][a-zA-Z0-9_-]*:[^}]+\}")

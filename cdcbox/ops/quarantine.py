@@ -25,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import routed_topic
 from cdcbox.connect.wal_peek import WalInsert, lsn_text, peek_inserts
 from cdcbox.errors import UsageError
 from cdcbox.kafka.client import KafkaSettings, Producer
@@ -38,7 +39,6 @@ HEADER_ERROR = "cdcbox.quarantine.error"
 HEADER_CONNECTOR = "cdcbox.quarantine.connector"
 HEADER_PAYLOAD = "cdcbox.quarantine.payload"
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_DEFAULT_ROUTE = "outbox.event.${routedByValue}"
 
 
 @dataclass(frozen=True)
@@ -118,10 +118,7 @@ def find_stuck(
     )
     pending = _after_offset(client.offsets(name).get("offsets", []), inserts)
     rows = _rows(conn, names, [i.row_id for i in pending])
-    route = config.get("transforms.outbox.route.topic.replacement", _DEFAULT_ROUTE)
-    topic_of = {
-        r.aggregate_type: route.replace("${routedByValue}", r.aggregate_type) for r in rows.values()
-    }
+    topic_of = {r.aggregate_type: routed_topic(config, r.aggregate_type) for r in rows.values()}
     for position, insert in enumerate(pending):
         row = rows[insert.row_id]
         candidate = Stuck(name, error, row, insert, [], topic_of, names)

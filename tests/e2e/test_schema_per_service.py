@@ -5,12 +5,15 @@ RUNNING and publishing nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from click.testing import CliRunner
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -101,3 +104,37 @@ def test_apply_checks_the_database_the_connector_reads_not_the_dsns(
     refused = runner.invoke(cli, ["apply", str(path)])  # the default DSN: another database
     assert refused.exit_code == 2, refused.output
     assert f"does not cover {names.outbox_qualified}" in refused.output
+
+
+def test_apply_refuses_a_type_whose_topic_collides_with_one_kafka_has(
+    spec_file: Any, stack: Endpoints, service_schema: DbNames
+) -> None:
+    """Audit 33, case 11: topic-name claims are per schema (0010), Kafka's names per
+    cluster. Another service already has topic `<prefix>.Line.<x>`; this schema's type
+    `Line_<x>` is accepted by its own outbox, and the old apply ran a connector whose
+    task fails when it creates the colliding topic. Now apply refuses it first."""
+    path, name = spec_file(
+        **{
+            "table.include.list": service_schema.outbox_qualified,
+            "publication.name": service_schema.publication,
+        }
+    )
+    suffix = unique("x")
+    admin = KafkaAdminClient(bootstrap_servers=stack.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(f"{name}.Line.{suffix}", 1, 1)])
+    finally:
+        admin.close()
+    migrate_and_write(stack, service_schema, name.replace("-", "_"), f"Line_{suffix}")
+    refused = CliRunner().invoke(cli, ["--schema", service_schema.schema, "apply", str(path)])
+    assert refused.exit_code == 2, refused.output
+    assert f"{name}.Line_{suffix}" in refused.output
+    assert f"{name}.Line.{suffix}" in refused.output
+    assert "Traceback" not in refused.output
+    doctor = CliRunner().invoke(
+        cli, ["--schema", service_schema.schema, "doctor", str(path), "--json"]
+    )
+    (check,) = [
+        c for c in json.loads(doctor.output) if c["name"] == "topic names across the cluster"
+    ]
+    assert not check["ok"] and f"{name}.Line_{suffix}" in check["detail"]

@@ -18,11 +18,13 @@ from cdcbox.consumer import ConsumerConfig
 from cdcbox.errors import ConfigError
 from cdcbox.fault_switches import FaultSwitches
 from cdcbox.kafka.security import KafkaSecurity
+from cdcbox.limits import EventLimits
 from cdcbox.resources import resource_dir
 
 SETTINGS = Settings(dsn="dbname=x", bootstrap_servers="k:9092", connect_url=None, connect_auth=None)
-# The root options --dsn, --bootstrap-servers and --kafka-* (tests/unit/test_kafka_security).
-FROM_SETTINGS = {"bootstrap_servers", "dsn"} | {
+# The root options --dsn, --bootstrap-servers, --max-payload-bytes and --kafka-*
+# (tests/unit/test_kafka_security).
+FROM_SETTINGS = {"bootstrap_servers", "dsn", "limits.max_payload_bytes"} | {
     f"kafka_security.{f.name}" for f in dataclasses.fields(KafkaSecurity)
 }
 
@@ -144,3 +146,10 @@ def test_a_handler_module_in_the_current_directory_is_found(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     assert load_handler(f"{module}:H").consumer_name == "here"
+
+
+def test_the_outbox_limits_come_from_the_root_settings() -> None:
+    """`cdc-ctl --max-payload-bytes` (CDCBOX_MAX_PAYLOAD_BYTES) sizes the dead letters."""
+    ctx = consume.make_context("consume", ["some.module:Handler"])
+    raised = dataclasses.replace(SETTINGS, limits=EventLimits(2_000_000))
+    assert consumer_config(raised, "g", ctx.params).limits == EventLimits(2_000_000)
