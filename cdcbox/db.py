@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -64,8 +65,10 @@ def connect(
             **extra,
         )
     except psycopg.ProgrammingError as e:
-        detail = _without(" ".join(str(e).split()), dsn)
-        raise ConfigError(f"the PostgreSQL DSN is malformed: {detail}") from e
+        # libpq quotes the token it could not parse, which may be the password (or a
+        # misspelt password option's value): what it quotes is never shown.
+        detail = _QUOTED.sub("(a token)", " ".join(str(e).split()))
+        raise ConfigError(f"the PostgreSQL DSN is malformed: {detail}") from None
     except psycopg.OperationalError as e:
         detail = _without(" ".join(str(e).split()), dsn)  # libpq's message spans lines
         raise DatabaseUnavailable(
@@ -100,6 +103,9 @@ def describe_dsn(dsn: str) -> str:
     port = f":{parts['port']}" if parts.get("port") else ""
     dbname = f"/{parts['dbname']}" if parts.get("dbname") else ""
     return f"{user}{parts.get('host') or 'localhost'}{port}{dbname}"
+
+
+_QUOTED = re.compile(r'"[^"]*"?')
 
 
 def _without(message: str, dsn: str) -> str:

@@ -35,7 +35,11 @@ def routed_topic(config: Mapping[str, str], aggregate_type: str) -> str:
 
 _VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
 _PLACEHOLDER = re.compile(r"\$\{[a-z][a-zA-Z0-9_-]*:[^}]+\}")
-_SECRET_KEY = re.compile(r"(password|secret|credential|token|jaas\.config|api\.key)", re.I)
+# Secret-named keys, and Kafka's inline PEM private key (`ssl.keystore.key`).
+_SECRET_KEY = re.compile(
+    r"(password|secret|credential|token|jaas\.config|api\.key|keystore\.key|private\.key)",
+    re.I,
+)
 # Keys that plugins define themselves (converter options) or that Connect forwards to
 # clients; Connect's validate endpoint does not list them, so they are allowed by prefix.
 _PASS_THROUGH_PREFIXES = (

@@ -25,23 +25,23 @@ _SECRET_VALUE = re.compile(
     r"""(?P<value>'[^']*'|"[^"]*"|[^\s,;}&]+)""",
     re.IGNORECASE,
 )
+# The password of a URL's userinfo (`postgresql://user:password@host`).
+_URL_PASSWORD = re.compile(r"(?P<head>://[^/@:\s]*:)[^/\s]*@")
 
 
-def redact(message: str) -> str:
-    """`message` with the value of every password-, secret- or token-named setting
-    replaced by `***`."""
-    return _SECRET_VALUE.sub(lambda m: f"{m['key']}'***'", message)
+def redact(text: str) -> str:
+    """`text` with the value of every password-, secret- or token-named setting and every
+    URL's password replaced by `***`."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}***@", text)
+    return _SECRET_VALUE.sub(lambda m: f"{m['key']}'***'", text)
 
 
-class RedactSecrets(logging.Filter):
-    """On the handler, so it covers every logger, kafka-python's included."""
+class RedactingFormatter(logging.Formatter):
+    """Formats as `TEXT_FORMAT`, then redacts the whole line: the message, and the
+    exception's text and traceback, which a driver may fill with its DSN or settings."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = redact(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 class OneLineKafkaErrors(logging.Filter):
@@ -59,7 +59,8 @@ class OneLineKafkaErrors(logging.Filter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the event's fields when the
-    line is about one, and the exception when there is one."""
+    line is about one, and the exception when there is one; message and exception
+    redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
         line = {
@@ -68,19 +69,20 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        line["message"] = redact(line["message"])
         line.update({f: getattr(record, f) for f in EVENT_FIELDS if hasattr(record, f)})
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(line, default=str)
 
 
 def configure(level: str = "INFO", fmt: LogFormat = "text") -> None:
-    """Log to stderr at `level`, every secret-named setting blanked (`redact`).
+    """Log to stderr at `level`, every secret-named setting blanked (`redact`), in the
+    message and in an exception's text and traceback alike.
     kafka-python's own INFO lines (connections, metadata, rebalances) stay off unless
     `level` is DEBUG: they drown cdcbox's."""
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
-    handler.addFilter(RedactSecrets())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else RedactingFormatter(TEXT_FORMAT))
     if level != "DEBUG":
         handler.addFilter(OneLineKafkaErrors())
     root = logging.getLogger()

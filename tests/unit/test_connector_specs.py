@@ -119,3 +119,14 @@ def test_connector_names_that_are_not_safe_everywhere_are_refused(
     path = write(tmp_path, f"name: '{name}'\nconfig:\n  connector.class: X\n")
     with pytest.raises(SpecError, match="connector name"):
         load_specs(path, env=ENV)
+
+
+def test_an_inline_pem_key_is_a_secret() -> None:
+    """Audit 33, case 15: `ssl.keystore.key` (a PEM private key inline) was printed by
+    `diff` as it was."""
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIE...\n-----END PRIVATE KEY-----"
+    assert redact({"ssl.keystore.key": pem})["ssl.keystore.key"] == REDACTED
+    assert (
+        redact({"consumer.override.ssl.key.password": "x"})["consumer.override.ssl.key.password"]
+        == REDACTED
+    )

@@ -46,12 +46,16 @@ def test_an_unreachable_server_is_named_without_the_password(dsn: str) -> None:
         f"host=127.0.0.1 password={SECRET} dbname=orders port=notaport",
         f"host=db passwrd={SECRET}",
         f"postgresql://app:{SECRET}@db:notaport/orders",
+        # Audit 33, case 14: libpq quotes the token it cannot parse, the password here.
+        "postgresql://app:S3cr%t!pw@db/orders",
+        "host=db password='S3cr%t!pw",
     ],
 )
 def test_a_malformed_dsn_is_refused_without_the_password(dsn: str) -> None:
     with pytest.raises(CdcboxError) as caught:
         connect(dsn)
     assert SECRET not in str(caught.value)
+    assert "S3cr" not in str(caught.value)
 
 
 def test_describe_dsn_keeps_what_locates_the_server() -> None:

@@ -107,3 +107,21 @@ def test_kafka_pythons_recovered_errors_are_one_line_outside_debug(
     assert "Traceback" not in line
     assert "Error receiving socket: AttributeError: 'NoneType' object has no attribute" in line
     assert "Traceback" in recovered_error("DEBUG")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_an_exceptions_text_and_traceback_are_redacted_too(
+    fmt: log_format.LogFormat, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 33, case 15: the redaction rewrote the message only; an exception's text and
+    its traceback (a driver quoting its DSN or configuration) went out as they were."""
+    log_format.configure("INFO", fmt)
+    try:
+        raise RuntimeError("cannot connect with password=hunter2-exc to postgresql://a:pw9@h/d")
+    except RuntimeError:
+        logging.getLogger("cdcbox.test").exception("failed")
+    err = capsys.readouterr().err
+    assert "RuntimeError" in err and "failed" in err
+    assert "hunter2-exc" not in err and "pw9" not in err
+    if fmt == "json":
+        assert "RuntimeError" in json.loads(err.splitlines()[-1])["exception"]
