@@ -53,7 +53,8 @@ class NewEvent:
     together with their `content_type`. Versions start at 1; None (stored as 0) means
     unversioned, and such events bypass the consumers' version guard. `causation_id`:
     the id of the event whose handling caused this one (`Handler.emit` sets it).
-    `trace_id` None: the active OpenTelemetry span's traceparent, when there is one."""
+    `trace_id` None: the active OpenTelemetry span's traceparent, when there is one; ""
+    none."""
 
     aggregate_type: str
     aggregate_id: str
@@ -165,7 +166,9 @@ def event_row(
         event_type=event.event_type,
         payload=payload,
         content_type=content_type,
-        trace_id=event.trace_id or current_traceparent() or "",
+        # "" names no trace on purpose (`tracing.continuing` in a batch); None: the
+        # active span's.
+        trace_id=(event.trace_id if event.trace_id is not None else current_traceparent()) or "",
         causation_id=event.causation_id or "",
     )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 try:
@@ -43,6 +44,10 @@ def _configured() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
+# True inside `batch_span` (see `continuing`).
+_IN_BATCH: ContextVar[bool] = ContextVar("cdcbox_in_batch_span", default=False)
+
+
 def current_traceparent() -> str | None:
     """The active span's W3C traceparent, None without one (or without OpenTelemetry)."""
     if _PROPAGATOR is None:
@@ -59,7 +64,9 @@ def continuing(traceparent: str | None) -> str | None:
     not move an event out of its own trace."""
     current = current_traceparent()
     if traceparent is None:
-        return current
+        # Under a batch's span the cause's records share one span; their untraced
+        # chains must not become its one trace: the event names none ("").
+        return "" if _IN_BATCH.get() else current
     if current is not None and _trace_id(current) == _trace_id(traceparent):
         return current
     return traceparent
@@ -158,10 +165,14 @@ def batch_span(
         "messaging.batch.message_count": len(traceparents),
         "messaging.consumer.group.name": group,
     }
-    with _tracer().start_as_current_span(
-        f"process {destination}", kind=SpanKind.CONSUMER, links=links, attributes=attributes
-    ):
-        yield None
+    in_batch = _IN_BATCH.set(True)
+    try:
+        with _tracer().start_as_current_span(
+            f"process {destination}", kind=SpanKind.CONSUMER, links=links, attributes=attributes
+        ):
+            yield None
+    finally:
+        _IN_BATCH.reset(in_batch)
 
 
 def producer_span(*, topic: str, key: str, event_id: str, traceparent: str | None) -> Any:

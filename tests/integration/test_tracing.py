@@ -161,3 +161,24 @@ def test_no_span_no_trace(
     """Without an active span nothing is invented: the row's trace stays empty."""
     assert trace.get_current_span().get_span_context().is_valid is False
     assert event_row(NewEvent(cdcbox_aggregate_type, "o1", "OrderCreated", {})).trace_id == ""
+
+
+def test_in_a_batch_events_of_untraced_causes_do_not_join_the_batchs_trace(
+    cdcbox_harness: Callable[..., Harness], cdcbox_aggregate_type: str
+) -> None:
+    """Audit 33, case 16: records that carry no trace, handled in one batch, each emit an
+    event. The old code gave every emitted event the batch span's trace: unrelated
+    chains became one trace."""
+    handler = stock_handler(Stock, cdcbox_aggregate_type)
+    harness = cdcbox_harness([handler], batch_mode=True)
+    records = [
+        harness.record(NewEvent(cdcbox_aggregate_type, key, "OrderCreated", {}))
+        for key in ("o1", "o2")
+    ]  # no active span: no trace
+    with recorded_spans() as spans:
+        assert harness.send(*records) == Counter({Outcome.PROCESSED: 2})
+    (batch,) = [s for s in spans.get_finished_spans() if s.name.startswith("process ")]
+    emitted = [decode(r).trace_id for r in harness.emitted()]
+    assert len(emitted) == 2
+    batch_trace = f"{batch.context.trace_id:032x}"
+    assert not any(t and batch_trace in t for t in emitted), emitted
