@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from cdcbox import wire
+from cdcbox.kafka.client import KafkaSettings
+from cdcbox.ops.groups import active_members
 from cdcbox.stack.endpoints import Endpoints
 from tests.faults import ledger
 from tests.faults.conftest import NativeParts, answering, connector_running, walwriter_pid
@@ -71,15 +73,62 @@ def test_postgresql_down_longer_than_the_consumers_retry_budget(
         assert [p.poll() for p in consumers] == [None] * len(consumers)  # none exited
 
     # The consumers are stopped for a moment to build the backlog: a session timeout above
-    # that keeps them in the group, so this scenario is the database outage alone. (Being
-    # expelled from the group while the database is down, a compound fault, can leave a
-    # partition unconsumed: an open finding, see the README's fault ledger.)
+    # that keeps them in the group, so this scenario is the database outage alone (the
+    # next one expels them too).
     scenario = Scenario(
         "postgres down past the consumers' retry budget",
         stack,
         tmp_path,
         flags=("--session-timeout-ms", "30000", "--heartbeat-interval-ms", "5000"),
     )
+    assert_exact(scenario.run(fault), scenario)
+
+
+def test_consumers_expelled_from_their_group_while_postgresql_is_down(
+    stack: Endpoints,
+    parts: NativeParts,
+    tmp_path: Path,
+) -> None:
+    """The compound fault (audit 33, case 12): the consumers stopped past their session
+    timeout, so the group expels them, while PostgreSQL is down past their retry budget;
+    both come back. Every partition must be consumed again, by whichever member owns it
+    now."""
+
+    def fault(s: Scenario) -> None:
+        consumers = s.group.running()
+        kafka = KafkaSettings(s.stack.bootstrap_servers)
+        for proc in consumers:
+            proc.send_signal(signal.SIGSTOP)
+        backlog_in_kafka(s, 300)
+        parts.postgres.stop()
+        for proc in consumers:
+            proc.send_signal(signal.SIGCONT)
+        eventually(
+            lambda: min(outage_waits(s)) >= 2,
+            timeout=120,
+            what="every consumer waiting for the database",
+        )
+        for proc in consumers:  # expelled while they wait
+            proc.send_signal(signal.SIGSTOP)
+        eventually(
+            lambda: not active_members(kafka, s.consumer),
+            timeout=60,
+            what="the stopped consumers expelled from their group",
+        )
+        for proc in consumers:
+            proc.send_signal(signal.SIGCONT)
+        eventually(
+            lambda: max(outage_waits(s)) >= OUTAGE_WAITS,
+            timeout=180,
+            what=f"a consumer waiting for the database {OUTAGE_WAITS} times",
+        )
+        parts.postgres.start()
+        connector_running(parts.client)
+        applied = s.applied()
+        eventually(lambda: s.applied() > applied, timeout=60, what="effects flowing again")
+        assert [p.poll() for p in consumers] == [None] * len(consumers)  # none exited
+
+    scenario = Scenario("consumers expelled while postgres is down", stack, tmp_path)
     assert_exact(scenario.run(fault), scenario)
 
 
