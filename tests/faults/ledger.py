@@ -26,6 +26,7 @@ from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.names import DbNames
+from tests.faults.writers import UNHANDLED_TYPE
 
 EFFECTS_DDL = """
 CREATE TABLE IF NOT EXISTS fault_effect (
@@ -83,13 +84,15 @@ class Ledger:
 def committed_events(
     dsn: str, aggregate_type: str, names: DbNames = DbNames()
 ) -> dict[uuid.UUID, tuple[str, int]]:
-    """event id -> (aggregate id, write sequence n) of every committed outbox row."""
+    """event id -> (aggregate id, write sequence n) of every committed outbox row whose
+    event an effect must follow (not the writers' `UNHANDLED_TYPE`)."""
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
             sql.SQL(
-                "SELECT event_id, aggregate_id, payload FROM {} WHERE aggregate_type = %s"
+                "SELECT event_id, aggregate_id, payload FROM {} "
+                "WHERE aggregate_type = %s AND event_type <> %s"
             ).format(names.table("outbox")),
-            (aggregate_type,),
+            (aggregate_type, UNHANDLED_TYPE),
         ).fetchall()
     return {r[0]: (r[1], int(json.loads(r[2])["n"])) for r in rows}
 

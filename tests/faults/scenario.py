@@ -146,6 +146,8 @@ class Scenario:
     relays: int = 0
     relay_fault_switches: str = ""
     handler: str = LEDGER_HANDLER
+    # Every k-th event of a type the handler does not take (0: none).
+    unhandled_every: int = 0
     aggregate_type: str = field(default_factory=lambda: unique("ledger"))
 
     def __post_init__(self) -> None:
@@ -184,6 +186,7 @@ class Scenario:
                 self.aggregate_type,
                 versioned=self.versioned,
                 rate_per_s=self.rate_per_s,
+                unhandled_every=self.unhandled_every,
                 names=self.names,
             ) as writers:
                 self.writers = writers

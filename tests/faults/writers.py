@@ -34,6 +34,7 @@ class Writers:
         rate_per_s: float = 150.0,
         versioned: bool = True,
         rollback_every: int = 13,
+        unhandled_every: int = 0,
         names: DbNames = DbNames(),
     ) -> None:
         self.dsn = dsn
@@ -41,6 +42,8 @@ class Writers:
         self.aggregate_type = aggregate_type
         self.versioned = versioned
         self.rollback_every = rollback_every
+        # Every k-th event (0: none) is of a type the ledger's handlers do not take.
+        self.unhandled_every = unhandled_every
         self.aggregates_per_thread = aggregates_per_thread
         self.interval_s = threads / rate_per_s  # each transaction writes one event
         self.rolled_back: set[uuid.UUID] = set()
@@ -103,10 +106,11 @@ class Writers:
             i += 1
             event_id = uuid.uuid4()
             n = next_n[a]
+            unhandled = self.unhandled_every and i % self.unhandled_every == 0
             event = NewEvent(
                 self.aggregate_type,
                 f"w{t}-a{a}",
-                "Changed",
+                UNHANDLED_TYPE if unhandled else "Changed",
                 {"n": n},
                 aggregate_version=n if self.versioned else None,
                 event_id=event_id,
@@ -136,6 +140,10 @@ class Writers:
                 self._in_flight -= 1
         if conn is not None:
             conn.close()
+
+
+# An event type no ledger handler takes: it consumes its version and has no effect.
+UNHANDLED_TYPE = "Noted"
 
 
 class _RollBack(Exception):
