@@ -9,7 +9,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import psycopg
 import pytest
@@ -169,3 +169,15 @@ def old_inbox_rows(dsn: str, names: DbNames, rows: int) -> None:
             ).format(names.table("inbox")),
             (rows,),
         )
+
+
+def parked_count(conn: psycopg.Connection[Any], names: DbNames, consumer: str) -> int:
+    """How many aggregates `consumer` has parked in `names`' schema."""
+    with conn.transaction():
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE consumer_name = %s").format(
+                names.table("parked")
+            ),
+            (consumer,),
+        ).fetchone()
+    return int(row[0]) if row else 0

@@ -32,13 +32,12 @@ from cdcbox.db import Reconnecting, durability_barrier, is_outage
 from cdcbox.errors import (
     CdcboxError,
     CommitRefused,
-    ServiceUnavailable,
     SessionChanged,
 )
 from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
-from cdcbox.kafka.topics import ensure_dead_letter_topics, ensure_topics, largest_records
+from cdcbox.kafka.topics import ensure_topics, prepare_dead_letters
 from cdcbox.names import DbNames
 from cdcbox.telemetry.http_metrics import serve
 
@@ -106,34 +105,17 @@ class Consumer:
         )
         if c.create_missing_topics:
             ensure_topics(c.kafka, self.topics)
-            self._await_partitions(consumer)
+            consumer.await_partitions(self.topics)
         producer = Producer(
             c.kafka,
             client_id=c.client_id + "-dlq",
             linger_ms=0,
-            max_request_size=self._dead_letter_request_size(),
+            max_request_size=prepare_dead_letters(
+                c.kafka, self.topics, c.limits, c.dlq_suffix, c.create_missing_topics
+            ),
         )
         consumer.subscribe(self.topics, on_assigned=self._on_assigned)
         return consumer, producer
-
-    def _dead_letter_request_size(self) -> int:
-        """What the dead-letter producer must take: the largest record a subscribed topic
-        takes (or the outbox's limit), with a letter's headers. With topic creation on,
-        missing `.dlq` topics are created to take it too. A principal not allowed to read
-        topic configs gets the outbox's limit, and a warning."""
-        c = self.config
-        try:
-            largest = largest_records(c.kafka, self.topics)
-            if c.create_missing_topics:
-                ensure_dead_letter_topics(c.kafka, largest, c.dlq_suffix)
-        except CdcboxError as e:
-            log.warning(
-                "cannot read the topics' record size limits (%s); assuming %d",
-                e,
-                c.limits.max_record_bytes,
-            )
-            largest = {}
-        return c.limits.dead_letter_max_request_size(max(largest.values(), default=0))
 
     def _not_ready(self) -> str | None:
         """Readiness (/readyz): partitions assigned, the database answering, no record
@@ -163,18 +145,6 @@ class Consumer:
         if self.config.park_aggregates:
             self._stores.parking.invalidate()
             self._reload_parked.set()
-
-    def _await_partitions(self, consumer: kafka_client.Consumer, timeout_s: float = 30) -> None:
-        """Let this client's metadata see the (possibly just created) topics' partitions:
-        a group assignment computed without them gives this member nothing to consume."""
-        deadline = time.monotonic() + timeout_s
-        for topic in self.topics:
-            while not consumer.partitions_for_topic(topic):
-                if time.monotonic() > deadline:
-                    raise ServiceUnavailable(
-                        f"topic {topic} shows no partitions after {timeout_s:.0f}s"
-                    )
-                time.sleep(0.1)
 
     def run(
         self, *, max_records: int | None = None, idle_timeout_s: float | None = None
@@ -320,26 +290,35 @@ class Consumer:
             done[tp] = records[-1].offset + 1
         self._outages = 0
         if done:
-            try:
-                self._make_durable()
-            except (CdcboxError, psycopg.Error) as e:
-                log.warning(
-                    "could not confirm the batch's commits are durable (%s); its records "
-                    "will be processed again (the inbox drops the ones that survived)",
-                    e,
-                )
-                self._rewind(kafka, batch, {})
-                return
-            try:
-                kafka.commit(done)
-            except CommitRefused as e:
-                # The group rebalanced under us: the partitions' new owner gets these
-                # records again, and the inbox turns them into counted duplicates.
-                log.warning(
-                    "offset commit refused after a rebalance (%s); the records will "
-                    "be redelivered and deduplicated",
-                    e,
-                )
+            self._commit_offsets(kafka, batch, done)
+
+    def _commit_offsets(
+        self,
+        kafka: kafka_client.Consumer,
+        batch: dict[TopicPartition, list[Any]],
+        done: dict[TopicPartition, int],
+    ) -> None:
+        """The batch's commits made durable, then its offsets committed up to `done`."""
+        try:
+            self._make_durable()
+        except (CdcboxError, psycopg.Error) as e:
+            log.warning(
+                "could not confirm the batch's commits are durable (%s); its records "
+                "will be processed again (the inbox drops the ones that survived)",
+                e,
+            )
+            self._rewind(kafka, batch, {})
+            return
+        try:
+            kafka.commit(done)
+        except CommitRefused as e:
+            # The group rebalanced under us: the partitions' new owner gets these
+            # records again, and the inbox turns them into counted duplicates.
+            log.warning(
+                "offset commit refused after a rebalance (%s); the records will "
+                "be redelivered and deduplicated",
+                e,
+            )
 
     def _wait_for_database(
         self,

@@ -10,6 +10,7 @@ No other module of cdcbox imports `kafka`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +21,13 @@ from kafka import errors as kafka_errors
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from cdcbox.errors import CommitRefused, EventsGone, KafkaRequestError, KafkaUnavailable
+from cdcbox.errors import (
+    CommitRefused,
+    EventsGone,
+    KafkaRequestError,
+    KafkaUnavailable,
+    ServiceUnavailable,
+)
 from cdcbox.kafka.security import KafkaSecurity
 
 __all__ = [
@@ -158,6 +165,18 @@ class Consumer(_Client):
             except kafka_errors.OffsetOutOfRangeError as e:
                 raise self._gone(e.args[0]) from e
         return result
+
+    def await_partitions(self, topics: Iterable[str], timeout_s: float = 30) -> None:
+        """Let this client's metadata see the (possibly just created) topics' partitions:
+        a group assignment computed without them gives this member nothing to consume."""
+        deadline = time.monotonic() + timeout_s
+        for topic in topics:
+            while not self.partitions_for_topic(topic):
+                if time.monotonic() > deadline:
+                    raise ServiceUnavailable(
+                        f"topic {topic} shows no partitions after {timeout_s:.0f}s"
+                    )
+                time.sleep(0.1)
 
     def _drop_parked_records(self) -> None:
         """Work around kafka-python 3 (3.0.12, and its main branch as of 2026-12): the

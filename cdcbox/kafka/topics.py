@@ -3,13 +3,17 @@ retention an inbox must outlive."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from cdcbox import wire
+from cdcbox.errors import CdcboxError
 from cdcbox.kafka.client import Admin, KafkaSettings
-from cdcbox.limits import DEAD_LETTER_ALLOWANCE, KAFKA_DEFAULT_MAX_MESSAGE_BYTES
+from cdcbox.limits import DEAD_LETTER_ALLOWANCE, KAFKA_DEFAULT_MAX_MESSAGE_BYTES, EventLimits
+
+log = logging.getLogger("cdcbox.kafka")
 
 KAFKA_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
 
@@ -48,6 +52,32 @@ def ensure_dead_letter_topics(
             partitions={t: partitions[wanted[t]] for t in missing if wanted[t] in partitions},
         )
     return missing
+
+
+def prepare_dead_letters(
+    settings: KafkaSettings,
+    topics: Iterable[str],
+    limits: EventLimits,
+    suffix: str = wire.DLQ_SUFFIX,
+    create: bool = True,
+) -> int:
+    """The `max.request.size` a dead-letter producer of `topics` needs: the largest
+    record one of them takes (or the outbox's limit), with a letter's headers. With
+    `create`, missing dead-letter topics are created to take it too. Where the topics'
+    configs cannot be read (a principal not allowed to), the outbox's limit, and a
+    warning."""
+    try:
+        largest = largest_records(settings, topics)
+        if create:
+            ensure_dead_letter_topics(settings, largest, suffix)
+    except CdcboxError as e:
+        log.warning(
+            "cannot read the topics' record size limits (%s); assuming %d",
+            e,
+            limits.max_record_bytes,
+        )
+        largest = {}
+    return limits.dead_letter_max_request_size(max(largest.values(), default=0))
 
 
 def ensure_topics(settings: KafkaSettings, topics: Iterable[str]) -> list[str]:

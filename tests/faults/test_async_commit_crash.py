@@ -46,6 +46,22 @@ def session_gone(conn: psycopg.Connection[Any]) -> bool:
     return False
 
 
+def stop_the_wal_writer(dsn: str, stopped: list[int]) -> None:
+    """From here on, asynchronous COMMITs stay in PostgreSQL's WAL buffers; its pid is
+    appended to `stopped` (a second element says it was killed)."""
+    stopped.append(walwriter_pid(dsn))
+    os.kill(stopped[0], signal.SIGSTOP)
+
+
+def recover(stack: Endpoints, connect_client: ConnectClient, stopped: list[int]) -> None:
+    """After the test, whatever it did: the WAL writer going again, PostgreSQL answering
+    and the connector running."""
+    if len(stopped) == 1:  # the test failed between the stop and the kill
+        os.kill(stopped[0], signal.SIGCONT)
+    eventually(answering(lambda: walwriter_pid(stack.dsn) > 0), timeout=60, what="recovery")
+    connector_running(connect_client)
+
+
 def test_commits_lost_in_a_crash_before_the_barrier_are_applied_again(
     stack: Endpoints, connect_client: ConnectClient
 ) -> None:
@@ -65,9 +81,7 @@ def test_commits_lost_in_a_crash_before_the_barrier_are_applied_again(
 
         def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
             if event.aggregate_version == 1 and not stopped:
-                # From here on, asynchronous COMMITs stay in PostgreSQL's WAL buffers.
-                stopped.append(walwriter_pid(stack.dsn))
-                os.kill(stopped[0], signal.SIGSTOP)
+                stop_the_wal_writer(stack.dsn, stopped)
             if event.aggregate_version == 3 and len(stopped) == 1:
                 stopped.append(0)
                 os.kill(stopped[0], signal.SIGKILL)  # the postmaster restarts everything
@@ -99,10 +113,7 @@ def test_commits_lost_in_a_crash_before_the_barrier_are_applied_again(
             # the commits the crash lost were applied again
             assert count_effects(stack.dsn, name) == 3
     finally:
-        if len(stopped) == 1:  # the test failed between the stop and the kill
-            os.kill(stopped[0], signal.SIGCONT)
-        eventually(answering(lambda: walwriter_pid(stack.dsn) > 0), timeout=60, what="recovery")
-        connector_running(connect_client)
+        recover(stack, connect_client, stopped)
 
 
 def test_a_crash_first_met_by_an_unhandled_event_type_redoes_the_whole_batch(
@@ -125,9 +136,7 @@ def test_a_crash_first_met_by_an_unhandled_event_type_redoes_the_whole_batch(
 
         def handle(self, event: Event, conn: psycopg.Connection[Any]) -> None:
             if not stopped:
-                # From here on, asynchronous COMMITs stay in PostgreSQL's WAL buffers.
-                stopped.append(walwriter_pid(stack.dsn))
-                os.kill(stopped[0], signal.SIGSTOP)
+                stop_the_wal_writer(stack.dsn, stopped)
             conn.execute(INSERT_EFFECT, effect_row(name, event))
 
     consume_unhandled = RecordTransaction.consume_unhandled
@@ -171,7 +180,4 @@ def test_a_crash_first_met_by_an_unhandled_event_type_redoes_the_whole_batch(
             )
             assert count_effects(stack.dsn, name) == 2
     finally:
-        if len(stopped) == 1:
-            os.kill(stopped[0], signal.SIGCONT)
-        eventually(answering(lambda: walwriter_pid(stack.dsn) > 0), timeout=60, what="recovery")
-        connector_running(connect_client)
+        recover(stack, connect_client, stopped)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,36 @@ def backlog_in_kafka(s: Scenario, events: int) -> None:
     )
 
 
+def stop_the_database_under_a_backlog(
+    s: Scenario, parts: NativeParts, consumers: list[subprocess.Popen[bytes]]
+) -> None:
+    """The consumers stopped while a backlog builds in Kafka, PostgreSQL stopped, the
+    consumers resumed: they meet the outage with records to apply."""
+    for proc in consumers:
+        proc.send_signal(signal.SIGSTOP)
+    backlog_in_kafka(s, 300)
+    parts.postgres.stop()
+    for proc in consumers:
+        proc.send_signal(signal.SIGCONT)
+
+
+def outlast_the_outage(
+    s: Scenario, parts: NativeParts, consumers: list[subprocess.Popen[bytes]]
+) -> None:
+    """Past the consumers' retry budget, PostgreSQL back: effects flow again, and no
+    consumer exited meanwhile."""
+    eventually(
+        lambda: max(outage_waits(s)) >= OUTAGE_WAITS,
+        timeout=180,
+        what=f"a consumer waiting for the database {OUTAGE_WAITS} times",
+    )
+    parts.postgres.start()
+    connector_running(parts.client)
+    applied = s.applied()
+    eventually(lambda: s.applied() > applied, timeout=60, what="effects flowing again")
+    assert [p.poll() for p in consumers] == [None] * len(consumers)  # none exited
+
+
 def test_postgresql_down_longer_than_the_consumers_retry_budget(
     stack: Endpoints,
     parts: NativeParts,
@@ -55,22 +86,8 @@ def test_postgresql_down_longer_than_the_consumers_retry_budget(
 ) -> None:
     def fault(s: Scenario) -> None:
         consumers = s.group.running()
-        for proc in consumers:
-            proc.send_signal(signal.SIGSTOP)
-        backlog_in_kafka(s, 300)
-        parts.postgres.stop()
-        for proc in consumers:
-            proc.send_signal(signal.SIGCONT)
-        eventually(
-            lambda: max(outage_waits(s)) >= OUTAGE_WAITS,
-            timeout=180,
-            what=f"a consumer waiting for the database {OUTAGE_WAITS} times",
-        )
-        parts.postgres.start()
-        connector_running(parts.client)
-        applied = s.applied()
-        eventually(lambda: s.applied() > applied, timeout=60, what="effects flowing again")
-        assert [p.poll() for p in consumers] == [None] * len(consumers)  # none exited
+        stop_the_database_under_a_backlog(s, parts, consumers)
+        outlast_the_outage(s, parts, consumers)
 
     # The consumers are stopped for a moment to build the backlog: a session timeout above
     # that keeps them in the group, so this scenario is the database outage alone (the
@@ -97,12 +114,7 @@ def test_consumers_expelled_from_their_group_while_postgresql_is_down(
     def fault(s: Scenario) -> None:
         consumers = s.group.running()
         kafka = KafkaSettings(s.stack.bootstrap_servers)
-        for proc in consumers:
-            proc.send_signal(signal.SIGSTOP)
-        backlog_in_kafka(s, 300)
-        parts.postgres.stop()
-        for proc in consumers:
-            proc.send_signal(signal.SIGCONT)
+        stop_the_database_under_a_backlog(s, parts, consumers)
         eventually(
             lambda: min(outage_waits(s)) >= 2,
             timeout=120,
@@ -117,16 +129,7 @@ def test_consumers_expelled_from_their_group_while_postgresql_is_down(
         )
         for proc in consumers:
             proc.send_signal(signal.SIGCONT)
-        eventually(
-            lambda: max(outage_waits(s)) >= OUTAGE_WAITS,
-            timeout=180,
-            what=f"a consumer waiting for the database {OUTAGE_WAITS} times",
-        )
-        parts.postgres.start()
-        connector_running(parts.client)
-        applied = s.applied()
-        eventually(lambda: s.applied() > applied, timeout=60, what="effects flowing again")
-        assert [p.poll() for p in consumers] == [None] * len(consumers)  # none exited
+        outlast_the_outage(s, parts, consumers)
 
     scenario = Scenario("consumers expelled while postgres is down", stack, tmp_path)
     assert_exact(scenario.run(fault), scenario)

@@ -10,14 +10,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from cdcbox.consumer import Event, Handler, Outcome, WireFormat
 from cdcbox.kafka import dlq
 from cdcbox.names import DbNames
 from cdcbox.testing import Harness
 from cdcbox.testing.harness import Record
-from tests.helpers import a_record, unique
+from tests.helpers import a_record, parked_count, unique
 
 pytestmark = pytest.mark.integration
 
@@ -77,11 +76,4 @@ def test_foreign_dead_letters_replay_release_their_park_and_apply_in_order(
             *(Record(c.topic, 0, 100 + i, c.key, c.value, c.headers) for i, c in enumerate(copies))
         )
         assert handler.applied == ["move-1", "move-2"]
-        with db.transaction():
-            parked = db.execute(
-                sql.SQL("SELECT count(*) FROM {} WHERE consumer_name = %s").format(
-                    cdcbox_schema.table("parked")
-                ),
-                (handler.consumer_name,),
-            ).fetchone()
-        assert parked == (0,)
+        assert parked_count(db, cdcbox_schema, handler.consumer_name) == 0

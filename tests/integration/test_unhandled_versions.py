@@ -9,7 +9,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from cdcbox.consumer import Event, Handler, Outcome
 from cdcbox.kafka import dlq
@@ -17,7 +16,7 @@ from cdcbox.names import DbNames
 from cdcbox.producer import NewEvent
 from cdcbox.testing import Harness
 from cdcbox.testing.harness import Record
-from tests.helpers import unique
+from tests.helpers import parked_count, unique
 
 pytestmark = pytest.mark.integration
 
@@ -74,14 +73,7 @@ def test_an_unhandled_event_does_not_move_a_parked_aggregate_past_its_dead_lette
         topic = harness.record(NewEvent(aggregate, order, "Placed", {}, 9)).topic
         harness.send(*as_records(replay(harness, topic, cdcbox_schema, db)))
         assert handler.applied == [1, 3]
-        with db.transaction():
-            parked = db.execute(
-                sql.SQL("SELECT count(*) FROM {} WHERE consumer_name = %s").format(
-                    cdcbox_schema.table("parked")
-                ),
-                (handler.consumer_name,),
-            ).fetchone()
-        assert parked == (0,)
+        assert parked_count(db, cdcbox_schema, handler.consumer_name) == 0
 
 
 @pytest.mark.parametrize("batch_mode", [False, True], ids=["per-record", "batch"])
