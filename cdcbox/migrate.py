@@ -252,6 +252,18 @@ def recorded_relay_mode(conn: psycopg.Connection[Any], names: DbNames = DbNames(
     return "polling" if polling else "cdc"
 
 
+def notify_trigger_exists(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> bool:
+    """Whether the outbox has the NOTIFY trigger that wakes polling relays at COMMIT
+    (polling migration 0002)."""
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
+            "AND tgname = %s)",
+            (names.outbox_qualified, f"{names.outbox}_notify"),
+        ).fetchone()
+    return bool(row and row[0])
+
+
 # The logical decoding plugin of every slot the migrations create (Debezium's `pgoutput`).
 PLUGIN = "pgoutput"
 

@@ -18,7 +18,7 @@ from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.kafka.topics import colliding_topics
 from cdcbox.limits import EventLimits
-from cdcbox.migrate import publication_covers
+from cdcbox.migrate import notify_trigger_exists, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.check import Check
 from cdcbox.ops.limit_checks import connector_limit_check, table_limit_check, topic_limit_checks
@@ -66,6 +66,29 @@ def database_checks(
             _outbox_columns(conn, config, names),
             _slot_retention(conn, slot, max_retained_bytes),
         ]
+
+
+def relay_wakeup_check(conn: psycopg.Connection[Any], names: DbNames) -> Check:
+    """How a polling relay of this outbox is woken: not at all on a CDC database (its
+    connector publishes, and `relay run` refuses), at COMMIT by the NOTIFY trigger, or
+    only by its poll when the trigger is missing."""
+    if recorded_relay_mode(conn, names) != "polling":
+        return Check(
+            "relay wake-up",
+            True,
+            f"{names.outbox_qualified}: migrated for CDC, the connector publishes "
+            "(`relay run` refuses this database)",
+        )
+    woken = notify_trigger_exists(conn, names)
+    return Check(
+        "relay wake-up",
+        woken,
+        f"{names.outbox_qualified}: NOTIFY trigger, relays wake at COMMIT"
+        if woken
+        else f"{names.outbox_qualified}: no NOTIFY trigger, relays with --listen refuse",
+        "`cdc-ctl db migrate --relay polling` restores it; `relay run --no-listen` polls "
+        "on purpose",
+    )
 
 
 def _wal_level(conn: psycopg.Connection[Any]) -> Check:
@@ -295,6 +318,11 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
         guarded(
             "outbox payload limit",
             lambda: [table_limit_check(conn, inputs.names, inputs.limits)],
+            "check --dsn / CDCBOX_DSN",
+        )
+        guarded(
+            "relay wake-up",
+            lambda: [relay_wakeup_check(conn, inputs.names)],
             "check --dsn / CDCBOX_DSN",
         )
     if inputs.connect is not None:

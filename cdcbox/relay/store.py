@@ -16,6 +16,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from cdcbox.errors import UsageError
+from cdcbox.migrate import notify_trigger_exists, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import EVENT_COLUMNS
 
@@ -199,3 +201,23 @@ def outbox_stats(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> O
     by_status = {s: int(n) for s, n, _ in rows}
     pending_age = next((float(a) for s, _, a in rows if s == "PENDING"), None)
     return OutboxStats(by_status, pending_age, by_status.get("DEAD", 0))
+
+
+def refuse_unservable(conn: psycopg.Connection[Any], names: DbNames, listen: bool) -> None:
+    """Raise `UsageError` (one line: what is wrong, the command that mends it) where a
+    polling relay must not run: on an outbox migrated for CDC, whose connector already
+    publishes it (the relay would publish every event a second time); or with `listen`
+    where no NOTIFY trigger would wake it (it would poll in silence)."""
+    if recorded_relay_mode(conn, names) != "polling":
+        raise UsageError(
+            f"schema {names.schema!r} was migrated for CDC: its connector publishes the "
+            "outbox, and a polling relay would publish every event a second time; "
+            "`cdc-ctl db migrate --relay polling` migrates it for the relay (its claim "
+            "indexes and NOTIFY trigger), after which no connector may read that outbox"
+        )
+    if listen and not notify_trigger_exists(conn, names):
+        raise UsageError(
+            f"no NOTIFY trigger on {names.outbox_qualified}: a listening relay would never "
+            "be woken; run `cdc-ctl db migrate --relay polling` to restore it, or "
+            "`relay run --no-listen` to poll on purpose"
+        )

@@ -28,7 +28,7 @@ from cdcbox.kafka.client import Producer
 from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
 from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow, RelayStore
+from cdcbox.relay.store import OutboxRow, RelayStore, refuse_unservable
 from cdcbox.telemetry import tracing
 from cdcbox.telemetry.build_info import register_build_info
 from cdcbox.telemetry.http_metrics import serve
@@ -107,6 +107,7 @@ class RelayWorker:
         # Why /readyz says 503: the last claim's database or Kafka failure (None: ready).
         self._unready: str | None = None
         self.connection = Reconnecting(config.dsn)
+        self._servable = False  # checked on the first session (`refuse_unservable`)
         self._listener: psycopg.Connection[Any] | None = None
         self._producer: Producer | None = None
 
@@ -169,6 +170,9 @@ class RelayWorker:
         """Claim, publish and settle one batch; returns how many rows it claimed."""
         started = time.perf_counter()
         conn = self.connection()
+        if not self._servable:
+            refuse_unservable(conn, self.names, self.config.listen)
+            self._servable = True
         rows = self.store.claim(
             conn,
             self.config.worker_id,
