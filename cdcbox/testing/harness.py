@@ -1,5 +1,5 @@
 """An in-process harness for handler tests: events go through the consumer's real
-pipeline — decode and route, parked gate, retry and breaker, inbox claim, version
+pipeline — decode and route, park gate, retry and breaker, inbox claim, version
 guard, the handler, dead letter, batch mode — against a real PostgreSQL, with no Kafka.
 
 The records are built exactly as the relays publish them (`cdcbox.relay.records`), so
