@@ -117,6 +117,11 @@ class _AssignmentListener(kafka.ConsumerRebalanceListener):  # type: ignore[misc
 class Consumer(_Client):
     """A KafkaConsumer (auto-commit always off: cdcbox commits after its transactions).
 
+    It reads only committed records (`isolation_level=read_committed`, unless `options`
+    say otherwise): a transactional producer's aborted records (Kafka Connect's
+    exactly-once source tasks, after a crash) stay in the log, and no consumer,
+    dead-letter or replay tool of cdcbox may see them.
+
     With `strict_offsets`, `auto_offset_reset` applies only to a partition the group has
     no offset for; a committed offset that retention has since deleted raises
     `EventsGone` from `poll` instead of jumping silently to the oldest record left."""
@@ -125,6 +130,7 @@ class Consumer(_Client):
         self, settings: KafkaSettings, strict_offsets: bool = False, **options: Any
     ) -> None:
         self._start_at = options.get("auto_offset_reset", "latest")
+        options = {"isolation_level": "read_committed", **options}
         if strict_offsets:
             options = {**options, "auto_offset_reset": "none"}
         super().__init__(
