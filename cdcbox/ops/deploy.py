@@ -10,6 +10,7 @@ schema (migration 0010), but Kafka's names are the cluster's.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,6 +18,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from cdcbox import wire
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import ApplyResult, ConnectorSpec, apply, routed_topic
 from cdcbox.db import connect
@@ -60,9 +62,10 @@ def apply_checked(
 def claimed_topics(conn: psycopg.Connection[Any], spec: ConnectorSpec, names: DbNames) -> set[str]:
     """The topics `spec`'s connector publishes to (and their dead-letter topics): one per
     aggregate type its outbox has claimed (migration 0010's topic keys), routed as the
-    spec routes them. None before the outbox's first write, or its migration."""
+    spec routes them. Empty before the outbox's first write, or its migration."""
     schema = spec.config.get("table.include.list", names.outbox_qualified).partition(".")[0]
-    table = DbNames(schema=schema).table("topic_keys")
+    names = dataclasses.replace(names, schema=schema)
+    table = names.table("topic_keys")
     with conn.transaction():
         exists = conn.execute(
             "SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.{names.topic_keys}",)
@@ -73,7 +76,7 @@ def claimed_topics(conn: psycopg.Connection[Any], spec: ConnectorSpec, names: Db
             sql.SQL("SELECT DISTINCT aggregate_type FROM {}").format(table)
         ).fetchall()
     topics = {routed_topic(spec.config, t) for (t,) in types}
-    return topics | {t + ".dlq" for t in topics}
+    return topics | {t + wire.DLQ_SUFFIX for t in topics}
 
 
 def spec_topics(specs: Iterable[ConnectorSpec], dsn: str, names: DbNames) -> dict[str, set[str]]:
