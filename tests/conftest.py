@@ -27,7 +27,7 @@ from tests.helpers import unavailable
 ROOT = Path(__file__).resolve().parents[1]
 
 
-LAYERS = ("unit", "integration", "e2e", "faults", "cluster")
+LAYERS = ("unit", "integration", "e2e", "faults", "cluster", "compose")
 
 
 def _layer(item: pytest.Item) -> str:
@@ -53,7 +53,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 # tests/cluster start a second, 3-broker stack: run by `scripts/test --cluster` only.
-collect_ignore = [] if os.environ.get("CDCBOX_CLUSTER") == "1" else ["cluster"]
+# tests/compose run on a Docker engine of their own: `scripts/test` runs them after the
+# rest, with CDCBOX_COMPOSE=1 and DOCKER_HOST naming that engine.
+collect_ignore = [
+    layer
+    for layer, wanted in (("cluster", "CDCBOX_CLUSTER"), ("compose", "CDCBOX_COMPOSE"))
+    if os.environ.get(wanted) != "1"
+]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -90,6 +90,13 @@ state_options = [
         envvar="CDCBOX_CONNECT_PORT",
         show_default=True,
     ),
+    click.option(
+        "--compose-project",
+        default="cdcbox",
+        envvar="CDCBOX_COMPOSE_PROJECT",
+        show_default=True,
+        help="Compose: the project's name (its containers, network and volumes).",
+    ),
 ]
 
 
@@ -108,6 +115,7 @@ def with_stack_config(fn: Callable[Concatenate[StackConfig, P], R]) -> Callable[
             controller_port=cast(int, options["controller_port"]),
             connect_port=cast(int, options["connect_port"]),
         )
+        config = dataclasses.replace(config, compose_project=cast(str, options["compose_project"]))
         return fn(config, *args, **kwargs)
 
     for option in reversed(state_options):
@@ -122,6 +130,7 @@ _STATE_OPTIONS = (
     "kafka_port",
     "controller_port",
     "connect_port",
+    "compose_project",
 )
 
 
@@ -169,6 +178,13 @@ def stack() -> None:
     "59109 and the JMX exporter in Connect (58180 + i); consumers run with "
     "--metrics-port 29100..29104 and relays with 29105..29106 are scraped.",
 )
+@click.option(
+    "--build-ca",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="CDCBOX_BUILD_CA",
+    help="Compose: a PEM CA bundle the image builds trust (pip, Maven), for a network "
+    "that intercepts TLS, e.g. /etc/ssl/certs/ca-certificates.crt.",
+)
 def up(
     config: StackConfig,
     mode: str | None,
@@ -176,6 +192,7 @@ def up(
     connect_workers: int,
     secure: bool,
     with_metrics: bool,
+    build_ca: Path | None,
 ) -> None:
     """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
     config = dataclasses.replace(
@@ -184,6 +201,7 @@ def up(
         connect_workers=connect_workers,
         secure=secure,
         with_metrics=with_metrics,
+        build_ca=build_ca,
     )
     _show_steps()
     endpoints = runner.up(config, cast("Mode | None", mode))

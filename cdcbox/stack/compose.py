@@ -2,7 +2,9 @@
 
 Same versions as the native runner (compose reads infra/versions.env), same ports on
 127.0.0.1 and the same generated secrets, copied by the compose file's one-shot
-`secrets` service into a volume, readable only by each container's own user.
+`secrets` service into a volume, readable only by each container's own user. Every
+image is built from this repository on `debian:bookworm-slim` (cdcbox.stack.images makes
+that base where no registry hands it out).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import subprocess
 from cdcbox.errors import StackError
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import ComponentStatus, Endpoints
+from cdcbox.stack.images import Docker, build_base, ensure_base
 from cdcbox.stack.secrets import StackSecrets
-
-PROJECT = "cdcbox"
+from cdcbox.stack.steps import step
 
 
 def docker_engine_answers() -> bool:
@@ -42,6 +44,8 @@ class ComposeStack:
     def __init__(self, config: StackConfig, secrets: StackSecrets) -> None:
         self.config = config
         self.secrets = secrets
+        self.project = config.compose_project
+        self._build_base: str | None = None
 
     def environment(self) -> dict[str, str]:
         """Variables the compose file reads (besides infra/versions.env)."""
@@ -52,7 +56,18 @@ class ComposeStack:
             "CDCBOX_KAFKA_PORT": str(ports.kafka),
             "CDCBOX_CONNECT_PORT": str(ports.connect),
             "CDCBOX_DATABASE": self.config.database,
+            **({"CDCBOX_BUILD_BASE": self._build_base} if self._build_base else {}),
         }
+
+    def prepare_images(self) -> None:
+        """The base image (pulled, or made from Debian's archive) and the build base
+        (the base trusting `config.build_ca`): what `up --build` needs before it builds."""
+        docker = Docker()
+        with step("base image debian:bookworm-slim"):
+            ensure_base(docker, self.config.cache_dir)
+        trusting = f" trusting {self.config.build_ca}" if self.config.build_ca else ""
+        with step(f"build base{trusting}"):
+            self._build_base = build_base(docker, self.config.build_ca)
 
     def run_compose(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **self.environment()}
@@ -60,7 +75,7 @@ class ComposeStack:
             "docker",
             "compose",
             "-p",
-            PROJECT,
+            self.project,
             "--env-file",
             str(self.config.infra_dir / "versions.env"),
             "-f",
@@ -74,15 +89,20 @@ class ComposeStack:
         except subprocess.TimeoutExpired as e:
             raise StackError(
                 f"docker compose {args[0]} did not finish within {timeout:.0f}s (images still "
-                f"pulling or building?); it may still be running: `docker compose -p {PROJECT} "
-                "ps`, then run the command again"
+                "pulling or building?); it may still be running: "
+                f"`docker compose -p {self.project} ps`, then run the command again"
             ) from e
 
     def up(self) -> Endpoints:
-        result = self.run_compose("up", "-d", "--build", "--wait")
+        """Build what changed, start every service and wait until each is healthy (the
+        one-shot ones: finished); the first build takes minutes."""
+        if self._build_base is None:
+            self.prepare_images()
+        with step("docker compose up (images are built on the first run)"):
+            result = self.run_compose("up", "-d", "--build", "--wait", timeout=1800)
         if result.returncode != 0:
             raise StackError(
-                f"docker compose up failed (see `docker compose -p {PROJECT} logs`):"
+                f"docker compose up failed (see `docker compose -p {self.project} logs`):"
                 f"\n{result.stderr[-3000:]}"
             )
         return self.endpoints()

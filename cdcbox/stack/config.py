@@ -113,6 +113,11 @@ class StackConfig:
     # PostgreSQL server settings over the stack's own (cdcbox.stack.postgres): a cluster
     # shaped like a managed one, e.g. {"wal_level": "replica"} for a consume-only test.
     postgres_settings: Mapping[str, str] = field(default_factory=dict)
+    # Compose only: the project's name (its containers, network and volumes are named
+    # after it) and a CA bundle the image builds trust (`stack up --build-ca`), for
+    # networks that intercept TLS.
+    compose_project: str = "cdcbox"
+    build_ca: Path | None = None
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):

@@ -60,8 +60,7 @@ def up(config: StackConfig, mode: Mode | None = None) -> Endpoints:
         config = _keeping_running_metrics(config)
     secrets = _prepare(config, mode)
     if mode == "compose":
-        with step("docker compose up (images are built on the first run)"):
-            endpoints = ComposeStack(config, secrets).up()
+        endpoints = compose_stack(config, secrets).up()
     else:
         endpoints = _native_up(config, secrets)
     endpoints.save(config.state_dir / "endpoints.json")
@@ -100,6 +99,15 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
         json.dumps({"mode": mode, **shape, "with_metrics": config.with_metrics}) + "\n"
     )
     return secrets
+
+
+def compose_stack(config: StackConfig, secrets: StackSecrets | None = None) -> ComposeStack:
+    """The compose stack of `config` with its secrets made, its mode recorded (so `down`
+    stops it) and its images' base ready: all `up --mode compose` does before `docker
+    compose up` (tests/compose hand that step to pytest-docker)."""
+    stack = ComposeStack(config, secrets or _prepare(config, "compose"))
+    stack.prepare_images()
+    return stack
 
 
 def postgres_up(config: StackConfig) -> tuple[str, str]:

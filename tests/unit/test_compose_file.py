@@ -1,7 +1,6 @@
-"""infra/docker-compose.yml, checked as far as a machine without a Docker engine can:
-validated and resolved by a real Compose implementation (Debian's docker-compose;
-`config` needs no engine), then read for what would stop it from coming up. It has never
-been brought up here; the README says so."""
+"""infra/docker-compose.yml, checked without a Docker engine: validated and resolved by
+a real Compose implementation (Debian's docker-compose; `config` needs no engine), then
+read for what would stop it from coming up. tests/compose bring it up for real."""
 
 from __future__ import annotations
 
@@ -52,8 +51,9 @@ def resolved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_images_are_the_native_stacks_versions(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
-    assert services["postgres"]["image"] == f"postgres:{VERSIONS.postgres_major}"
-    assert services["kafka"]["image"] == f"apache/kafka:{VERSIONS.kafka}"
+    assert services["postgres"]["image"] == f"cdcbox/postgres:{VERSIONS.postgres_major}"
+    kafka_image = f"cdcbox/kafka:{VERSIONS.kafka}-debezium-{VERSIONS.debezium}"
+    assert services["kafka"]["image"] == services["connect"]["image"] == kafka_image
     args = services["connect"]["build"]["args"]
     assert (args["KAFKA_VERSION"], args["DEBEZIUM_VERSION"]) == (
         VERSIONS.kafka,
@@ -61,18 +61,37 @@ def test_images_are_the_native_stacks_versions(resolved: dict[str, Any]) -> None
     )
 
 
+def test_every_image_is_built_here_on_one_debian_base(resolved: dict[str, Any]) -> None:
+    """No image is pulled but debian:bookworm-slim (made from Debian's archive where no
+    registry answers); builds use the host's network; no `# syntax=` line (it would
+    pull a Dockerfile frontend from a registry)."""
+    for name, service in resolved["services"].items():
+        if service.get("profiles") == ["grafana"]:
+            continue  # Grafana's official image: the one optional part that is pulled
+        assert "build" in service, f"{name} is pulled, not built"
+        assert service["build"]["network"] == "host", name
+    for dockerfile in (INFRA / "images").glob("*.Dockerfile"):
+        text = dockerfile.read_text()
+        assert "# syntax=" not in text, dockerfile.name
+        bases = re.findall(r"^FROM (\S+)", text, re.M)
+        assert set(bases) <= {"debian:bookworm-slim", "${BUILD_BASE}"}, dockerfile.name
+        default = re.search(r"^ARG BUILD_BASE=(\S+)", text, re.M)
+        assert default is None or default.group(1) == "debian:bookworm-slim", dockerfile.name
+
+
 def test_every_healthcheck_runs_something_its_image_contains(resolved: dict[str, Any]) -> None:
-    """pg_isready ships in the postgres image; /opt/kafka/bin is Kafka's distribution,
-    unpacked by the apache/kafka Dockerfile; curl is not in apache/kafka (its Dockerfile
-    deletes wget after use), so connect.Dockerfile installs it; the cdcbox image is
-    python:3.11-slim."""
+    """pg_isready ships with Debian's postgresql-15; bash is in every Debian base (the
+    kafka image carries no Kafka command-line tools); the kafka image installs curl;
+    the cdcbox image's virtual environment puts `python` first on PATH."""
     services = resolved["services"]
     tests = {name: s["healthcheck"]["test"] for name, s in services.items() if "healthcheck" in s}
+    images = INFRA / "images"
     assert tests["postgres"][:2] == ["CMD", "pg_isready"]
-    assert tests["kafka"][1].startswith("/opt/kafka/bin/")
+    assert "postgresql-${POSTGRES_MAJOR}" in (images / "postgres.Dockerfile").read_text()
+    assert tests["kafka"][:3] == ["CMD", "bash", "-c"]
     assert tests["connect"][0] == "CMD-SHELL" and tests["connect"][1].startswith("curl ")
-    assert "apk add --no-cache curl" in (INFRA / "connect.Dockerfile").read_text()
-    assert "FROM python:3.11-slim" in (INFRA / "cdcbox.Dockerfile").read_text()
+    assert "openjdk-17-jre-headless curl" in (images / "kafka.Dockerfile").read_text()
+    assert "ENV PATH=/opt/cdcbox/bin:$PATH" in (images / "cdcbox.Dockerfile").read_text()
     consumers = {"inventory", "marketing", "points", "notifications", "search-index"}
     for name in consumers:
         assert tests[name][:2] == ["CMD", "python"]
@@ -86,12 +105,14 @@ def test_state_survives_down_and_secrets_reach_each_reader_as_its_own_user(
     assert "/var/lib/kafka/data" in str(services["kafka"]["volumes"])
     assert services["kafka"]["environment"]["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
     script = services["secrets"]["command"][0]
-    # The uids that read them: postgres in its image, appuser in apache/kafka (the first
-    # user its Dockerfile adds), and the user infra/cdcbox.Dockerfile creates.
+    # The uids that read them, as the images create their users.
+    images = INFRA / "images"
     assert "chown -R 999:999 /out/postgres" in script
+    assert "--uid 999" in (images / "postgres.Dockerfile").read_text()
     assert "chown -R 1000:1000 /out/connect" in script
+    assert "--uid 1000 " in (images / "kafka.Dockerfile").read_text()
     assert "chown -R 10001:10001 /out/cdcbox" in script
-    assert "--uid 10001" in (INFRA / "cdcbox.Dockerfile").read_text()
+    assert "--uid 10001" in (images / "cdcbox.Dockerfile").read_text()
     for reader in ("postgres", "connect", "migrate", "inventory"):
         depends = services[reader]["depends_on"]
         assert depends, reader
@@ -145,8 +166,8 @@ def test_compose_runs_the_demo_fleet_a_database_per_service(resolved: dict[str, 
 
 @pytest.fixture(scope="module")
 def observability(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The file resolved with the `observability` profile on."""
-    return resolve(tmp_path_factory.mktemp("secrets"), "observability")
+    """The file resolved with the `observability` and `grafana` profiles on."""
+    return resolve(tmp_path_factory.mktemp("secrets"), "observability", "grafana")
 
 
 def _mounts(service: dict[str, Any]) -> dict[str, str]:
@@ -167,7 +188,7 @@ def test_observability_runs_the_native_stacks_prometheus_config_and_versions(
     exporter rules; only the target files differ, and both name the same jobs. Debian's
     prometheus (the native stack's) is the version the image is pinned to."""
     services = observability["services"]
-    assert services["prometheus"]["image"] == f"prom/prometheus:v{VERSIONS.prometheus}"
+    assert services["prometheus"]["image"] == f"cdcbox/prometheus:{VERSIONS.prometheus}"
     assert services["grafana"]["image"] == f"grafana/grafana:{VERSIONS.grafana}"
     debian = subprocess.run(
         ["apt-cache", "show", "prometheus"], capture_output=True, text=True, check=True
@@ -212,7 +233,7 @@ def test_observability_targets_name_the_services_and_ports_they_serve(
     assert targets["connect"] == ["connect:9404"]
     agent = services["connect"]["environment"]["KAFKA_OPTS"]
     assert f"jmx_prometheus_javaagent-{VERSIONS.jmx_exporter}.jar=9404:" in agent
-    dockerfile = (INFRA / "connect.Dockerfile").read_text()
+    dockerfile = (INFRA / "images" / "kafka.Dockerfile").read_text()
     assert "COPY observability/jmx-exporter.yml /opt/cdcbox/jmx-exporter.yml" in dockerfile
     assert agent.endswith(":/opt/cdcbox/jmx-exporter.yml")
     assert services["connect"]["build"]["args"]["JMX_EXPORTER_VERSION"] == VERSIONS.jmx_exporter
@@ -221,8 +242,9 @@ def test_observability_targets_name_the_services_and_ports_they_serve(
 def test_grafana_is_provisioned_with_the_dashboard_on_the_prometheus_datasource(
     observability: dict[str, Any],
 ) -> None:
-    """Grafana's and Prometheus's images are busybox/Alpine based: their healthchecks
-    use wget, which both contain; the exporter's image is the cdcbox one (python)."""
+    """Grafana's official image is Alpine-based: its healthcheck uses busybox's wget.
+    Prometheus's (Debian's package) uses its own promtool; the exporter's image is the
+    cdcbox one (python)."""
     services = observability["services"]
     mounts = _mounts(services["grafana"])
     grafana_dir = INFRA / "observability" / "grafana"
@@ -245,11 +267,12 @@ def test_grafana_is_provisioned_with_the_dashboard_on_the_prometheus_datasource(
     titles = {p["title"] for p in dashboard["panels"]}
     assert {"Circuit breaker open", "Parked aggregates", "Sources the exporter reads"} <= titles
     tests = {n: s["healthcheck"]["test"] for n, s in services.items() if "healthcheck" in s}
-    assert tests["prometheus"][:2] == ["CMD", "wget"]
+    assert tests["prometheus"][:4] == ["CMD", "promtool", "check", "ready"]
     assert tests["grafana"][:2] == ["CMD", "wget"]
     assert tests["exporter"][:2] == ["CMD", "python"]
-    for name in ("exporter", "prometheus", "grafana"):
+    for name in ("exporter", "prometheus"):
         assert services[name]["profiles"] == ["observability"]
+    assert services["grafana"]["profiles"] == ["grafana"]
 
 
 def test_the_pom_both_stacks_build_from_is_well_formed() -> None:
@@ -323,7 +346,7 @@ def test_container_healthchecks_probe_liveness(resolved: dict[str, Any], tmp_pat
 def render_connect_worker(tmp_path: Path, **env: str) -> dict[str, str]:
     """The worker properties the Connect image's entrypoint renders from `env`."""
     result = subprocess.run(
-        ["sh", str(INFRA / "connect-entrypoint.sh")],
+        ["sh", str(INFRA / "images" / "connect-entrypoint.sh")],
         env={
             "PATH": "/usr/bin:/bin",
             "CONNECT_DEFAULTS": str(INFRA / "connect-distributed.properties"),

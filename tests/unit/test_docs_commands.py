@@ -94,7 +94,7 @@ def test_the_other_shell_lines_run_what_the_repository_has() -> None:
 def test_a_dockerfile_of_the_docs_extends_the_image_compose_builds() -> None:
     """The image users extend: its name is the one compose builds, the user it copies as
     is the image's, and its CMD is a cdc-ctl command line (the image's entrypoint)."""
-    dockerfile = (ROOT / "infra" / "cdcbox.Dockerfile").read_text()
+    dockerfile = (ROOT / "infra" / "images" / "cdcbox.Dockerfile").read_text()
     compose = (ROOT / "infra" / "docker-compose.yml").read_text()
     assert 'ENTRYPOINT ["cdc-ctl"]' in dockerfile
     blocks = [
