@@ -23,6 +23,7 @@ from tests.helpers import unavailable
 ROOT = Path(__file__).resolve().parents[2]
 # Below Linux's ephemeral range (32768-60999), away from the native stack's ports.
 SUITE_PORTS = Ports(postgres=25432, kafka=29192, controller=29193, connect=28083)
+PROMETHEUS_PORT = 29090  # the observability profile's
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +46,8 @@ def compose_stack(compose_config: StackConfig) -> ComposeStack:
     """Secrets made, the mode recorded, the images' base ready; compose's variables set
     for pytest-docker's `docker compose` (and the `cdc-ctl stack` commands of a test)."""
     stack = runner.compose_stack(compose_config)
+    # The native suite's setting (scripts/test): `cdc-ctl stack up` here is compose.
+    os.environ.pop("CDCBOX_STACK_WITH_METRICS", None)
     os.environ.update(stack.environment())
     os.environ.update(
         CDCBOX_STACK_DIR=str(compose_config.state_dir),
@@ -52,6 +55,7 @@ def compose_stack(compose_config: StackConfig) -> ComposeStack:
         CDCBOX_PG_PORT=str(SUITE_PORTS.postgres),
         CDCBOX_KAFKA_PORT=str(SUITE_PORTS.kafka),
         CDCBOX_CONNECT_PORT=str(SUITE_PORTS.connect),
+        CDCBOX_PROMETHEUS_PORT=str(PROMETHEUS_PORT),
     )
     return stack
 

@@ -11,17 +11,8 @@ import pytest
 
 from cdcbox.stack.compose import ComposeStack
 from cdcbox.stack.endpoints import Endpoints
-from tests.compose.fleet import (
-    applied,
-    await_first_hop,
-    container_id,
-    expected,
-    new_run,
-    notifications_ledger,
-    place_orders,
-    restarted,
-    sigkill,
-)
+from consumer.compose_demo import applied, await_first_hop, expected, new_run, place_orders
+from tests.compose.fleet import container_id, notifications_ledger, restarted, sigkill
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.compose

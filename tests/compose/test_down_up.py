@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from cdcbox.cli.main import cli
 from cdcbox.stack.endpoints import Endpoints
+from consumer.compose_demo import applied, await_first_hop, expected, new_run, place_orders
 from consumer.fleet import ORDERS
-from tests.compose.fleet import applied, await_first_hop, expected, new_run, place_orders
 
 pytestmark = pytest.mark.compose
 

@@ -82,7 +82,11 @@ def test_the_existing_infrastructure_file_deploys_onto_a_running_stack(
         "-f", str(HERE / "existing-host-network.yml"),
         "--profile", "examples",
     ]  # fmt: skip
-    environment = {**os.environ, **compose_stack.environment()}
+    # Compose lets the shell's variables win over the env file: none of the suite's own.
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CDCBOX_", "PGPASS"))},
+        "CDCBOX_BUILD_BASE": compose_stack.environment()["CDCBOX_BUILD_BASE"],
+    }
     up = subprocess.run(
         [*compose, "up", "--build", "--wait"], env=environment, capture_output=True, text=True
     )

@@ -12,7 +12,7 @@ import pytest
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.stack.compose import ComposeStack
 from cdcbox.stack.endpoints import Endpoints
-from tests.compose.fleet import (
+from consumer.compose_demo import (
     answered,
     applied,
     await_first_hop,

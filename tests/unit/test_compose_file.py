@@ -226,8 +226,8 @@ def test_observability_targets_name_the_services_and_ports_they_serve(
         for p in targets_dir.glob("*.yml")
     }
     consumers = {n for n, s in services.items() if (s.get("command") or [None])[0] == "consume"}
-    # cdcbox-<service>-1:9108, the first container of each example service.
-    assert set(targets["consumer"]) == {f"cdcbox-{name}-1:9108" for name in consumers}
+    # <service>:9108, each example service by its name on the project's network.
+    assert set(targets["consumer"]) == {f"{name}:9108" for name in consumers}
     assert targets["exporter"] == ["exporter:9109"]
     assert services["exporter"]["command"][-2:] == ["--metrics-port", "9109"]
     assert targets["connect"] == ["connect:9404"]
@@ -267,7 +267,7 @@ def test_grafana_is_provisioned_with_the_dashboard_on_the_prometheus_datasource(
     titles = {p["title"] for p in dashboard["panels"]}
     assert {"Circuit breaker open", "Parked aggregates", "Sources the exporter reads"} <= titles
     tests = {n: s["healthcheck"]["test"] for n, s in services.items() if "healthcheck" in s}
-    assert tests["prometheus"][:4] == ["CMD", "promtool", "check", "ready"]
+    assert tests["prometheus"][:4] == ["CMD", "promtool", "query", "instant"]
     assert tests["grafana"][:2] == ["CMD", "wget"]
     assert tests["exporter"][:2] == ["CMD", "python"]
     for name in ("exporter", "prometheus"):
