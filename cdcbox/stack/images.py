@@ -65,7 +65,7 @@ def ensure_base(docker: Docker, work_dir: Path) -> None:
     reason = _last_line(pulled.stderr) or "no registry answered"
     log.info(
         "  %s cannot be pulled (%s): making it from Debian's archive with debootstrap "
-        "(about 2 minutes)",
+        "(a minute or two)",
         BASE_IMAGE,
         reason,
     )
