@@ -171,20 +171,32 @@ def test_postgresql_crash_with_asynchronous_consumer_commits_in_flight(
     tmp_path: Path,
     safeguard: str,
 ) -> None:
-    scenario = Scenario(
-        "postgres crash, consumer commits unflushed",
-        stack,
-        tmp_path,
-        fault_switches="no-session-check" if safeguard == "off" else "",
-        safeguard_off="session check" if safeguard == "off" else "",
-        settle_timeout_s=180 if safeguard == "on" else 30,
-    )
-    scenario.group.env["FAULT_HANDLER_DELAY_S"] = "0.01"  # batches long enough to crash in
-    result = scenario.run(crash_with_consumer_commits_in_flight(parts))
+    def run(attempt: int) -> tuple[Scenario, ledger.Ledger]:
+        logs = tmp_path / f"run-{attempt}"
+        logs.mkdir()
+        scenario = Scenario(
+            "postgres crash, consumer commits unflushed",
+            stack,
+            logs,
+            fault_switches="no-session-check" if safeguard == "off" else "",
+            safeguard_off="session check" if safeguard == "off" else "",
+            settle_timeout_s=180 if safeguard == "on" else 30,
+        )
+        scenario.group.env["FAULT_HANDLER_DELAY_S"] = "0.01"  # batches long enough to crash in
+        return scenario, scenario.run(crash_with_consumer_commits_in_flight(parts))
+
+    scenario, result = run(1)
     if safeguard == "on":
         assert_exact(result, scenario)
-    else:
-        assert result.lost > 0, result
+        return
+    # Without the check, a loss needs the crash to land after some of a batch's commits
+    # and before the next record's transaction (one cut short rewinds the whole batch, a
+    # safeguard of its own): most runs show it, not every one. Up to three runs, each a
+    # row of the ledger; one must lose events.
+    results = [result]
+    while results[-1].lost == 0 and len(results) < 3:
+        results.append(run(len(results) + 1)[1])
+    assert any(r.lost > 0 for r in results), results
 
 
 def test_postgresql_crash_met_first_by_an_unhandled_event_type(
