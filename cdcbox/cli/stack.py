@@ -9,7 +9,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar, cast
+from typing import Concatenate, ParamSpec, TypeVar, cast, get_args
 
 import click
 
@@ -23,7 +23,7 @@ from cdcbox.cli.common import (
 )
 from cdcbox.resources import resource_dir
 from cdcbox.stack import runner
-from cdcbox.stack.config import Ports, StackConfig
+from cdcbox.stack.config import ExactlyOnce, Ports, StackConfig
 from cdcbox.stack.runner import Mode
 
 
@@ -185,6 +185,15 @@ def stack() -> None:
     help="Compose: a PEM CA bundle the image builds trust (pip, Maven), for a network "
     "that intercepts TLS, e.g. /etc/ssl/certs/ca-certificates.crt.",
 )
+@click.option(
+    "--exactly-once",
+    type=click.Choice(list(get_args(ExactlyOnce))),
+    default="enabled",
+    show_default=True,
+    envvar="CDCBOX_STACK_EXACTLY_ONCE",
+    help="Every Connect worker's exactly.once.source.support: enabled puts no duplicate "
+    "on the topics after a worker crash; preparing is the step of a rolling upgrade.",
+)
 def up(
     config: StackConfig,
     mode: str | None,
@@ -193,6 +202,7 @@ def up(
     secure: bool,
     with_metrics: bool,
     build_ca: Path | None,
+    exactly_once: str,
 ) -> None:
     """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
     config = dataclasses.replace(
@@ -202,6 +212,7 @@ def up(
         secure=secure,
         with_metrics=with_metrics,
         build_ca=build_ca,
+        exactly_once=cast(ExactlyOnce, exactly_once),
     )
     _show_steps()
     endpoints = runner.up(config, cast("Mode | None", mode))

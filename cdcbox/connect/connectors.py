@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from cdcbox.connect.client import ConnectClient, check_connector_name
+from cdcbox.connect.exactly_once import fitted_to_worker
 from cdcbox.connect.services import Service, check_no_collisions, parse_service
 from cdcbox.errors import SpecError, UsageError
 
@@ -274,9 +275,11 @@ def apply(
     progress: Callable[[str], None] | None = None,
 ) -> ApplyResult:
     """Validate, diff, upsert when different, then wait until connector and tasks RUN;
-    `progress` hears each step and each state seen while waiting."""
+    `progress` hears each step and each state seen while waiting. Exactly-once the spec
+    requires is asked for as `requested` where the workers lack it (said to `progress`)."""
     say = progress or (lambda _message: None)
     say(f"validating with the worker's {spec.config.get('connector.class', '?')}")
+    spec = replace(spec, config=fitted_to_worker(client, spec.connector_class, spec.config, say))
     validate(client, spec)
     change = diff(client.config(spec.name), spec.config)
     if not change.empty:

@@ -26,6 +26,7 @@ from cdcbox.connect.client import ConnectClient, tasks_by_id
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
+from cdcbox.kafka.lag import records_behind
 from cdcbox.migrate import recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.slots import SlotStatus, slot_status
@@ -303,11 +304,11 @@ def read_lags(kafka: KafkaSettings, patterns: Sequence[str] = ()) -> list[Partit
         return []
     with Consumer(kafka, group_id=None) as reader:
         ends: dict[TopicPartition, int] = reader.end_offsets(partitions)
+        behind = records_behind(reader, committed, ends)
     return [
-        PartitionLag(group, tp.topic, tp.partition, max(0, ends[tp] - offset))
-        for group, offsets in committed.items()
-        for tp, offset in sorted(offsets.items())
-        if tp in ends
+        PartitionLag(group, tp.topic, tp.partition, lag)
+        for group, lags in behind.items()
+        for tp, lag in sorted(lags.items())
     ]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 from cdcbox import wire
+from cdcbox.connect import exactly_once
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS, ConnectorSpec
 from cdcbox.errors import CdcboxError, UsageError
@@ -253,7 +254,7 @@ def _slot_retention(conn: psycopg.Connection[Any], slot: str, max_retained_bytes
     )
 
 
-def connect_checks(client: ConnectClient, expected: str) -> list[Check]:
+def connect_checks(client: ConnectClient, expected: str, spec: ConnectorSpec) -> list[Check]:
     plugins = client.plugins()
     found = [p for p in plugins if p.get("class") == DEBEZIUM_POSTGRES_CLASS]
     version = found[0].get("version", "?") if found else None
@@ -264,8 +265,25 @@ def connect_checks(client: ConnectClient, expected: str) -> list[Check]:
             f"{DEBEZIUM_POSTGRES_CLASS} {version or 'not installed'} (expected {expected})",
             "put the Debezium PostgreSQL connector of the pinned version on the worker's "
             "plugin.path (`cdc-ctl stack up` does)",
-        )
+        ),
+        exactly_once_check(client, spec),
     ]
+
+
+def exactly_once_check(client: ConnectClient, spec: ConnectorSpec) -> Check:
+    """Whether the workers commit source records and offsets in one transaction."""
+    lacking = exactly_once.worker_lacks_it(client, spec.connector_class, spec.config)
+    return Check(
+        "exactly-once source",
+        not lacking,
+        "the workers run without it: a worker crash may put duplicates on the topics"
+        if lacking
+        else f"enabled on the workers ({spec.name}: {exactly_once.SUPPORT}="
+        f"{spec.config.get(exactly_once.SUPPORT, 'requested')})",
+        f"add {exactly_once.WORKER_SETTING} to every worker's properties, worker by worker "
+        "(a running cluster: each to `preparing` first, then each to `enabled`), then "
+        "`cdc-ctl apply` again",
+    )
 
 
 def kafka_checks(kafka: KafkaSettings, topics: list[str]) -> list[Check]:
@@ -329,7 +347,7 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
         client = inputs.connect
         guarded(
             "kafka connect",
-            lambda: connect_checks(client, inputs.expected_debezium),
+            lambda: connect_checks(client, inputs.expected_debezium, inputs.spec),
             "check --connect-url / CDCBOX_CONNECT_URL",
         )
     if inputs.bootstrap_servers:

@@ -11,20 +11,24 @@ from datetime import UTC, datetime
 
 from cdcbox.errors import UsageError
 from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
+from cdcbox.kafka.lag import records_behind
 
 
 @dataclass(frozen=True)
 class PartitionLag:
-    """A group's committed offset against the partition's end."""
+    """A group's committed offset against the partition's end; `records`: the records
+    between them where they were counted (cdcbox.kafka.lag: transaction markers are not
+    lag)."""
 
     topic: str
     partition: int
     committed: int | None
     end: int
+    records: int | None = None
 
     @property
     def lag(self) -> int:
-        return self.end - (self.committed or 0)
+        return self.records if self.records is not None else self.end - (self.committed or 0)
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,9 @@ def lag(kafka: KafkaSettings, group: str) -> list[PartitionLag]:
         return []
     with _offsets_reader(kafka) as reader:
         ends = reader.end_offsets(list(done))
+        behind = records_behind(reader, {group: done}, ends)[group]
     return [
-        PartitionLag(tp.topic, tp.partition, done.get(tp), ends[tp])
+        PartitionLag(tp.topic, tp.partition, done.get(tp), ends[tp], behind.get(tp))
         for tp in sorted(done, key=lambda t: (t.topic, t.partition))
     ]
 

@@ -56,6 +56,7 @@ class ComposeStack:
             "CDCBOX_KAFKA_PORT": str(ports.kafka),
             "CDCBOX_CONNECT_PORT": str(ports.connect),
             "CDCBOX_DATABASE": self.config.database,
+            "CDCBOX_CONNECT_EXACTLY_ONCE": self.config.exactly_once,
             **({"CDCBOX_BUILD_BASE": self._build_base} if self._build_base else {}),
         }
 

@@ -6,9 +6,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 from cdcbox.errors import ConfigError
 from cdcbox.limits import EventLimits
+
+# Kafka Connect's exactly.once.source.support: `enabled` commits a source task's records
+# and offsets in one transaction; `preparing` is the step of a rolling upgrade.
+ExactlyOnce = Literal["enabled", "preparing", "disabled"]
 
 
 @dataclass(frozen=True)
@@ -118,12 +123,19 @@ class StackConfig:
     # networks that intercept TLS.
     compose_project: str = "cdcbox"
     build_ca: Path | None = None
+    # Every Connect worker's exactly.once.source.support (`stack up --exactly-once`).
+    exactly_once: ExactlyOnce = "enabled"
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):
             raise ConfigError(f"--brokers must be 1 or 3 (a KRaft quorum), not {self.brokers}")
         if not 1 <= self.connect_workers <= 4:
             raise ConfigError(f"--connect-workers must be 1 to 4, not {self.connect_workers}")
+        if self.exactly_once not in get_args(ExactlyOnce):
+            raise ConfigError(
+                f"--exactly-once must be one of {', '.join(get_args(ExactlyOnce))}, "
+                f"not {self.exactly_once!r}"
+            )
 
     # Heaps that fit a 2-core machine with every process of a cluster on it.
     @property

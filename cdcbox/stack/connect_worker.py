@@ -14,11 +14,13 @@ from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS
 from cdcbox.errors import StackError
 from cdcbox.limits import EventLimits
 from cdcbox.stack import process
-from cdcbox.stack.config import StackConfig
+from cdcbox.stack.config import ExactlyOnce, StackConfig
 from cdcbox.stack.jars import JvmLayout
 from cdcbox.stack.kafka import JvmComponent, jvm_argv, write_properties
 from cdcbox.stack.rest_auth import ConnectRestAuth
 from cdcbox.stack.tls import StackTls
+
+GROUP = "cdcbox-connect"
 
 
 def worker_properties(
@@ -28,14 +30,17 @@ def worker_properties(
     plugin_path: str,
     limits: EventLimits = EventLimits(),
     replication_factor: int = 1,
+    exactly_once: ExactlyOnce = "enabled",
+    group: str = GROUP,
 ) -> dict[str, str]:
-    """The Connect worker config shared by the native runner (compose sets the same)."""
+    """The Connect worker config shared by the native runner (compose sets the same);
+    `group` names the worker group and its three internal topics."""
     return {
         "bootstrap.servers": bootstrap,
-        "group.id": "cdcbox-connect",
-        "config.storage.topic": "cdcbox-connect-configs",
-        "offset.storage.topic": "cdcbox-connect-offsets",
-        "status.storage.topic": "cdcbox-connect-status",
+        "group.id": group,
+        "config.storage.topic": f"{group}-configs",
+        "offset.storage.topic": f"{group}-offsets",
+        "status.storage.topic": f"{group}-status",
         "config.storage.replication.factor": str(replication_factor),
         "offset.storage.replication.factor": str(replication_factor),
         "status.storage.replication.factor": str(replication_factor),
@@ -59,18 +64,30 @@ def worker_properties(
         "scheduled.rebalance.max.delay.ms": "15000",
         # Source tasks' producers take the largest record an outbox row may become.
         "producer.max.request.size": str(limits.producer_max_request_size),
+        # Exactly-once source (KIP-618): a task's records and its source offsets commit in
+        # one Kafka transaction, so a worker's crash puts no duplicate on the topics for
+        # read_committed readers (cdcbox.connect.exactly_once).
+        # `preparing` is the middle step of turning it on in a running cluster.
+        "exactly.once.source.support": exactly_once,
     }
 
 
 class NativeConnect(JvmComponent):
-    """Worker `worker` of the stack's one Connect group (all workers share its topics)."""
+    """Worker `worker` of the Connect group `group` (all its workers share its topics):
+    the stack runs one; a benchmark may start another beside it."""
 
     def __init__(
-        self, config: StackConfig, layout: JvmLayout | None, bootstrap: str, worker: int = 0
+        self,
+        config: StackConfig,
+        layout: JvmLayout | None,
+        bootstrap: str,
+        worker: int = 0,
+        group: str = GROUP,
     ) -> None:
         super().__init__(layout)
         self.config = config
         self.bootstrap = bootstrap
+        self.group = group
         self.port = config.ports.connect + worker
         self.metrics_port = config.ports.connect_metrics + worker
         self.name = f"connect-{worker}" if worker else "connect"
@@ -96,6 +113,8 @@ class NativeConnect(JvmComponent):
                     str(self._layout().plugin_path),
                     self.config.limits,
                     self.config.replication_factor,
+                    self.config.exactly_once,
+                    self.group,
                 ),
                 **self._security(),
             },

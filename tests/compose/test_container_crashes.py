@@ -1,30 +1,39 @@
 """Containers of the compose stack SIGKILLed mid-stream, as a crash or the OOM killer
 would, and brought back by their restart policy: a consumer service's container and the
 Connect container. Each run is a row of the fault ledger: nothing lost, nothing applied
-twice (Connect's restart may put copies on the topic; the inbox drops them)."""
+twice, and with exactly-once source support on (the default) no duplicate on the topic
+for a read_committed reader. The safeguard-off row runs the Connect worker without it:
+the same crash then puts copies on the topic (the inbox still drops them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 
+from cdcbox.cli.main import cli
+from cdcbox.resources import resource_dir
 from cdcbox.stack.compose import ComposeStack
 from cdcbox.stack.endpoints import Endpoints
 from consumer.compose_demo import applied, await_first_hop, expected, new_run, place_orders
 from tests.compose.fleet import container_id, notifications_ledger, restarted, sigkill
+from tests.faults.ledger import Ledger
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.compose
 
-ORDERS_COUNT = 120
-RATE = 30.0  # orders/s: the kill lands while orders are still being written
+ORDERS_COUNT = 150
+RATE = 50.0  # orders/s: the kill lands while orders are still being written
 
 
-@pytest.mark.parametrize("service", ["notifications", "connect"])
-def test_a_container_sigkilled_mid_stream_loses_and_doubles_nothing(
-    containers: Endpoints, compose_stack: ComposeStack, service: str
-) -> None:
+def crash_mid_stream(
+    containers: Endpoints, project: str, service: str, scenario: str, safeguard_off: str = ""
+) -> Ledger:
+    """Orders streaming, `service`'s container SIGKILLed, back by its restart policy,
+    every order through the first hop: the notifications service's ledger row."""
     run = new_run()
     writer = threading.Thread(
         target=place_orders, args=(containers.dsn, run, ORDERS_COUNT, RATE), daemon=True
@@ -35,7 +44,7 @@ def test_a_container_sigkilled_mid_stream_loses_and_doubles_nothing(
         timeout=120,
         what="the first orders of the run applied",
     )
-    container = container_id(compose_stack.project, service)
+    container = container_id(project, service)
     restarts = sigkill(container)
     writer.join(timeout=120)
     assert not writer.is_alive(), "the writers finished"
@@ -43,13 +52,64 @@ def test_a_container_sigkilled_mid_stream_loses_and_doubles_nothing(
         lambda: restarted(container, restarts), timeout=180, what=f"{service} restarted healthy"
     )
     await_first_hop(containers.dsn, run, ORDERS_COUNT)
-    ledger = notifications_ledger(
-        f"{service} container SIGKILLed mid-stream (compose)",
-        containers.dsn,
-        containers.bootstrap_servers,
-        run,
-    )
+    ledger = notifications_ledger(scenario, containers.dsn, containers.bootstrap_servers, run)
+    ledger = dataclasses.replace(ledger, safeguard_off=safeguard_off)
     ledger.record()
     assert applied(containers.dsn, run) == expected(ORDERS_COUNT)
+    return ledger
+
+
+@pytest.mark.parametrize("service", ["notifications", "connect"])
+def test_a_container_sigkilled_mid_stream_loses_and_doubles_nothing(
+    containers: Endpoints, compose_stack: ComposeStack, service: str
+) -> None:
+    ledger = crash_mid_stream(
+        containers,
+        compose_stack.project,
+        service,
+        f"{service} container SIGKILLed mid-stream (compose)",
+    )
     assert ledger.exact, ledger
     assert (ledger.committed, ledger.applied) == (ORDERS_COUNT, ORDERS_COUNT), ledger
+    assert ledger.duplicates == 0, "exactly-once source: no copy on the topic"
+
+
+@pytest.fixture
+def worker_without_exactly_once(
+    compose_stack: ComposeStack, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The Connect container recreated without exactly-once source support and the
+    fleet's connectors applied to it (as `requested`: what `apply` prints is yielded);
+    afterwards recreated with it and applied again."""
+
+    def recreate_and_apply() -> str:
+        up = compose_stack.run_compose("up", "--detach", "--wait", "connect")
+        assert up.returncode == 0, up.stderr[-2000:]
+        applied = CliRunner().invoke(cli, ["apply", str(resource_dir("connectors") / "fleet")])
+        assert applied.exit_code == 0, applied.output
+        return applied.output
+
+    monkeypatch.setenv("CDCBOX_CONNECT_EXACTLY_ONCE", "disabled")
+    try:
+        yield recreate_and_apply()
+    finally:
+        monkeypatch.setenv("CDCBOX_CONNECT_EXACTLY_ONCE", "enabled")
+        recreate_and_apply()
+
+
+def test_without_exactly_once_a_connect_crash_puts_copies_on_the_topic(
+    containers: Endpoints, compose_stack: ComposeStack, worker_without_exactly_once: str
+) -> None:
+    assert "registering with exactly.once.support=requested" in worker_without_exactly_once
+    doctor = CliRunner().invoke(cli, ["doctor", str(resource_dir("connectors") / "fleet")])
+    assert "exactly.once.source.support=enabled" in doctor.output, doctor.output
+    ledger = crash_mid_stream(
+        containers,
+        compose_stack.project,
+        "connect",
+        "connect container SIGKILLed mid-stream (compose)",
+        safeguard_off="exactly-once source support",
+    )
+    # Still exact through the inbox; the copies are on the topic for every other reader.
+    assert ledger.exact, ledger
+    assert ledger.duplicates > 0, ledger

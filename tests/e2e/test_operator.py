@@ -314,6 +314,7 @@ def test_doctor_passes_on_the_stack_and_names_a_wrong_timestamp_column(
         "outbox columns",
         "debezium plugin",
         "slot retained WAL",
+        "exactly-once source",
         f"topic {topic}",
     } <= set(checks)
 

@@ -328,3 +328,10 @@ class TwoHopScenario(Scenario):
 def assert_exact(result: ledger.Ledger, scenario: Scenario) -> None:
     assert result.exact, f"{result}\n{scenario.group.logs()}\n{scenario.relay.logs()}"
     assert result.committed > 0 and result.delivered >= result.committed
+
+
+def assert_exact_on_the_topic(result: ledger.Ledger, scenario: Scenario) -> None:
+    """`assert_exact`, and no copy on the topic for a read_committed reader: Kafka
+    Connect's exactly-once source support (on in every stack cdcbox starts)."""
+    assert_exact(result, scenario)
+    assert result.duplicates == 0, f"copies on the topic: {result}"

@@ -65,7 +65,7 @@ def test_a_consumer_whose_unread_records_retention_deleted_stops_and_says_so(
 
     write(stack.dsn, aggregate_type, 30, 30)
     eventually(
-        lambda: ledger.topic_size(stack.bootstrap_servers, topic) == 60,
+        lambda: len(ledger.delivered_ids(stack.bootstrap_servers, topic)) == 60,
         timeout=60,
         what="30 more on the topic while it is down",
     )
