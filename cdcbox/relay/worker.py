@@ -130,7 +130,7 @@ class RelayWorker:
     # --- the loop --------------------------------------------------------------------
     def run(self, *, until_idle: bool = False) -> RelayStats:
         """Relay until stopped (or, with `until_idle`, until a claim finds nothing)."""
-        if self.config.listen:
+        if self.config.listen and self._listener is None:
             self._listen()
         healthy = threading.Event()
         healthy.set()
@@ -144,6 +144,7 @@ class RelayWorker:
                 readiness=lambda: self._unready,
             )
         try:
+            self.warm_up()
             while not self._stop.is_set():
                 try:
                     claimed = self.run_once()
@@ -166,13 +167,29 @@ class RelayWorker:
             self.close()
         return self.stats
 
-    def run_once(self) -> int:
-        """Claim, publish and settle one batch; returns how many rows it claimed."""
-        started = time.perf_counter()
+    def warm_up(self) -> None:
+        """Open the database session (refusing an outbox it cannot serve) and connect the
+        producer, as `run` does before its first claim (call it earlier to have them
+        ready): done by the first batch, every event of that batch waited for them (they
+        were the relay's max latency). A database or Kafka unreachable now is the loop's
+        to handle, as later."""
+        with contextlib.suppress(ServiceUnavailable, psycopg.OperationalError):
+            self._session()
+        with contextlib.suppress(ServiceUnavailable):
+            self.producer()
+
+    def _session(self) -> psycopg.Connection[Any]:
+        """The database session; the first one checks the outbox can be served."""
         conn = self.connection()
         if not self._servable:
             refuse_unservable(conn, self.names, self.config.listen)
             self._servable = True
+        return conn
+
+    def run_once(self) -> int:
+        """Claim, publish and settle one batch; returns how many rows it claimed."""
+        started = time.perf_counter()
+        conn = self._session()
         rows = self.store.claim(
             conn,
             self.config.worker_id,
