@@ -24,21 +24,25 @@ from cdcbox.relay.records import to_record
 from cdcbox.relay.store import OutboxRow
 
 
-def fill(dsn: str, names: DbNames, aggregate_type: str, rows: int) -> None:
-    """`rows` PENDING events over 2,000 aggregates, written server-side in one go."""
+def fill(
+    dsn: str, names: DbNames, aggregate_type: str, rows: int, per_transaction: int | None = None
+) -> None:
+    """`rows` PENDING events over 2,000 aggregates, written server-side, in transactions
+    of `per_transaction` rows (None: one)."""
+    insert = sql.SQL(
+        "INSERT INTO {} (event_id, aggregate_type, aggregate_id, aggregate_version, "
+        "event_type, payload, content_type, trace_id, created_at, occurred_at) "
+        "SELECT " + UUID7 + ", %s, (g %% 2000)::text, g / 2000 + 1, 'Bench', "
+        "convert_to('{{\"n\":' || g || '}}', 'UTF8'), 'application/json', '', n.ts, "
+        "to_char(n.ts, " + ISO.replace("{", "{{").replace("}", "}}") + ") "
+        "FROM generate_series(%s::int, %s::int) g, "
+        "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) n"
+    ).format(names.table("outbox"))
+    step = per_transaction or rows
     with psycopg.connect(dsn) as conn:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (event_id, aggregate_type, aggregate_id, aggregate_version, "
-                "event_type, payload, content_type, trace_id, created_at, occurred_at) "
-                "SELECT " + UUID7 + ", %s, (g %% 2000)::text, g / 2000 + 1, 'Bench', "
-                "convert_to('{{\"n\":' || g || '}}', 'UTF8'), 'application/json', '', n.ts, "
-                "to_char(n.ts, " + ISO.replace("{", "{{").replace("}", "}}") + ") "
-                "FROM generate_series(1, %s) g, "
-                "(SELECT clock_timestamp() AT TIME ZONE 'UTC' AS ts) n"
-            ).format(names.table("outbox")),
-            (aggregate_type, rows),
-        )
+        for first in range(1, rows + 1, step):
+            conn.execute(insert, (aggregate_type, first, min(first + step - 1, rows)))
+            conn.commit()
         conn.execute(sql.SQL("ANALYZE {}").format(names.table("outbox")))
 
 
@@ -51,17 +55,22 @@ def sent_count(conn: psycopg.Connection[Any], names: DbNames) -> int:
 
 
 def relay_drain(
-    dsn: str, bootstrap: str, backlog: int, measured: int, workers: int = 2
+    dsn: str, bootstrap: str, backlog: int, measured: int, workers: int = 2, ordered: bool = True
 ) -> dict[str, Any]:
-    """Rows/s of `workers` relay processes over the first `measured` rows of `backlog`."""
+    """Rows/s of `workers` relay processes over the first `measured` rows of `backlog`
+    (`ordered` False: `relay run --unordered`)."""
     names = polling_schema(dsn)
     aggregate_type = f"benchdrain{uuid.uuid4().hex[:6]}"
     ensure_topics(KafkaSettings(bootstrap), [wire.topic_for(aggregate_type)])
     try:
         fill(dsn, names, aggregate_type, backlog)
         with psycopg.connect(dsn, autocommit=True) as conn:
+            # From before the workers start (their start-up counted): they drain from the
+            # moment each is ready, not all at once.
             start = time.perf_counter()
-            with RelayProcesses(dsn, bootstrap, names.schema, workers, listen=False) as relays:
+            with RelayProcesses(
+                dsn, bootstrap, names.schema, workers, listen=False, ordered=ordered
+            ) as relays:
                 sent, deadline = 0, start + 600
                 while sent < measured and time.perf_counter() < deadline:
                     time.sleep(0.1)  # a benchmark's sampling interval, not a wait
@@ -91,26 +100,56 @@ def naive_drain(dsn: str, bootstrap: str, rows: int) -> dict[str, Any]:
         drop_schema(dsn, names)
 
 
+def _claim(names: DbNames) -> sql.Composed:
+    return sql.SQL(
+        "SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, "
+        "event_type, payload, content_type, trace_id, causation_id, created_at, occurred_at, "
+        "retry_count FROM {} WHERE status = 'PENDING' ORDER BY id LIMIT %s "
+        "FOR UPDATE SKIP LOCKED"
+    ).format(names.table("outbox"))
+
+
 def naive_relay(dsn: str, bootstrap: str, names: DbNames, count: int) -> None:
     """The seed's first relay: one row, one send awaited, one UPDATE, one commit."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    table = names.table("outbox")
-    claim = sql.SQL(
-        "SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, "
-        "event_type, payload, content_type, trace_id, causation_id, created_at, occurred_at, "
-        "retry_count FROM {} WHERE status = 'PENDING' ORDER BY id LIMIT 1 "
-        "FOR UPDATE SKIP LOCKED"
-    ).format(table)
-    mark = sql.SQL("UPDATE {} SET status = 'SENT', sent_at = now() WHERE id = %s").format(table)
+    mark = sql.SQL("UPDATE {} SET status = 'SENT', sent_at = now() WHERE id = %s").format(
+        names.table("outbox")
+    )
     with psycopg.connect(dsn) as conn:
         for _ in range(count):
-            row = conn.execute(claim).fetchone()
+            row = conn.execute(_claim(names), (1,)).fetchone()
             if row is None:
                 break
             r = to_record(OutboxRow(*row))
             producer.send(r.topic, key=r.key, value=r.value, headers=r.headers).get(timeout=30)
             conn.execute(mark, (row[0],))
             conn.commit()
+    producer.close()
+
+
+def bare_relay(dsn: str, bootstrap: str, names: DbNames, count: int, batch: int = 500) -> None:
+    """The ceiling of a claim-send-mark loop in Python (psycopg and kafka-python): a
+    batch locked with SKIP LOCKED, sent, flushed, marked SENT and committed in one
+    transaction; no lease, no order check, no retry bookkeeping, no metrics."""
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=True
+    )
+    mark = sql.SQL("UPDATE {} SET status = 'SENT', sent_at = now() WHERE id = ANY(%s)").format(
+        names.table("outbox")
+    )
+    sent = 0
+    with psycopg.connect(dsn) as conn:
+        while sent < count:
+            rows = conn.execute(_claim(names), (batch,)).fetchall()
+            if not rows:
+                break
+            for row in rows:
+                r = to_record(OutboxRow(*row))
+                producer.send(r.topic, key=r.key, value=r.value, headers=r.headers)
+            producer.flush(timeout=30)
+            conn.execute(mark, ([row[0] for row in rows],))
+            conn.commit()
+            sent += len(rows)
     producer.close()
 
 

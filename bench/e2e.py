@@ -33,7 +33,7 @@ def events_per_tx(rate: float) -> int:
     return 1 if rate <= 2000 else 10
 
 
-def _measure(
+def measure(
     dsn: str,
     bootstrap: str,
     pgbench: Path,
@@ -73,7 +73,7 @@ def cdc_at_rate(
     dsn: str, bootstrap: str, pgbench: Path, rate: float, seconds: float
 ) -> dict[str, Any]:
     aggregate_type = f"benchcdc{uuid.uuid4().hex[:6]}"
-    return _measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds)
+    return measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds)
 
 
 def own_schema(dsn: str, prefix: str, mode: RelayMode) -> DbNames:
@@ -113,7 +113,7 @@ def polling_at_rate(
     aggregate_type = f"benchpoll{uuid.uuid4().hex[:6]}"
     try:
         with RelayProcesses(dsn, bootstrap, names.schema, workers, listen) as relays:
-            run = _measure(dsn, bootstrap, pgbench, names.schema, aggregate_type, rate, seconds)
+            run = measure(dsn, bootstrap, pgbench, names.schema, aggregate_type, rate, seconds)
             run["relay_rss_mb"] = max(r["rss_mb"] for r in relays.stop())
         return run
     finally:

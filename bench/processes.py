@@ -15,9 +15,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from kafka import KafkaConsumer, TopicPartition
 
-from bench.handlers import effect_handler
+from bench.handlers import EFFECT_DDL, effect_handler
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.event import decode
 from cdcbox.names import DbNames
@@ -93,6 +94,8 @@ class ConsumerProcess:
         self._process: Any = None
 
     def start(self) -> ConsumerProcess:
+        with psycopg.connect(self._config.dsn, autocommit=True) as conn:
+            conn.execute(EFFECT_DDL)  # the table its handler writes to
         self._process = FORK.Process(
             target=_consumer_main,
             args=(
@@ -116,9 +119,11 @@ class ConsumerProcess:
         return result
 
 
-def _relay_main(results: Any, config: RelayConfig, schema: str) -> None:
+def _relay_main(results: Any, ready: Any, config: RelayConfig, schema: str) -> None:
     worker = RelayWorker(config, names=DbNames(schema=schema))
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    worker.warm_up()  # as a deployed relay is, long before the events measured
+    ready.release()
     stats = worker.run()
     results.put({"sent": stats.sent, "rss_mb": peak_rss_mb()})
 
@@ -126,17 +131,28 @@ def _relay_main(results: Any, config: RelayConfig, schema: str) -> None:
 class RelayProcesses:
     """`cdc-ctl relay run` workers, each in a process of its own."""
 
-    def __init__(self, dsn: str, bootstrap: str, schema: str, workers: int, listen: bool):
+    def __init__(
+        self,
+        dsn: str,
+        bootstrap: str,
+        schema: str,
+        workers: int,
+        listen: bool,
+        ordered: bool = True,
+    ):
         self._results = FORK.Queue()
+        self._ready = FORK.Semaphore(0)
         self._processes = [
             FORK.Process(
                 target=_relay_main,
                 args=(
                     self._results,
+                    self._ready,
                     RelayConfig(
                         dsn=dsn,
                         bootstrap_servers=bootstrap,
                         listen=listen,
+                        ordered=ordered,
                         worker_id=f"bench-{i}",
                     ),
                     schema,
@@ -146,8 +162,13 @@ class RelayProcesses:
         ]
 
     def __enter__(self) -> RelayProcesses:
+        """Each worker started, its session and producer ready (`RelayWorker.warm_up`)."""
         for p in self._processes:
             p.start()
+        for _ in self._processes:
+            if not self._ready.acquire(timeout=60):
+                self.__exit__()
+                raise RuntimeError("a relay worker was not ready in 60 s")
         return self
 
     def stop(self) -> list[dict[str, Any]]:
@@ -173,8 +194,13 @@ class KafkaProbe:
     while pgbench writes."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
+        # read_committed, as every cdcbox consumer: with exactly-once source, a record
+        # counts as arrived when its transaction committed.
         self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=10,
+            isolation_level="read_committed",
         )
         partitions = self._consumer.partitions_for_topic(topic) or {0}
         self._tps = [TopicPartition(topic, p) for p in partitions]

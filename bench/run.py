@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench import catch_up, consumer_cost, drain, e2e, growth, loadgen, producer, record_cost
-from bench.report import section
+from bench import (
+    catch_up,
+    consumer_cost,
+    drain,
+    e2e,
+    exactly_once,
+    growth,
+    loadgen,
+    producer,
+    record_cost,
+    relay_tail,
+)
+from bench.report import ONLY, section
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
 
@@ -48,6 +60,10 @@ class Sizes:
     inbox_sizes: tuple[int, ...]  # history rows the growth runs put in an inbox
     outbox_rows: int  # and in an outbox
     growth_records: int  # records each growth consumer run reads
+    eos_backlog: int = 20_000  # events of each exactly-once sustained-rate leg
+    eos_rate: int = 1000  # the exactly-once legs' offered rate, events/s
+    relay_rate: int = 300  # the polling relay's tail is measured at this rate, events/s
+    relay_backlog: int = 20_000  # rows of each relay drain
 
 
 SIZES = {
@@ -68,6 +84,9 @@ SIZES = {
         (20_000, 40_000),
         20_000,
         200,
+        eos_backlog=500,
+        eos_rate=200,
+        relay_backlog=500,
     ),
     "quick": Sizes(
         8,
@@ -86,6 +105,8 @@ SIZES = {
         (1_000_000, 3_000_000),
         1_000_000,
         3000,
+        eos_backlog=5000,
+        relay_backlog=5000,
     ),
     "full": Sizes(
         30,
@@ -172,11 +193,47 @@ def plot(results: dict[str, Any], samples: dict[str, list[float]], path: Path) -
     fig.savefig(path, dpi=100)
 
 
+Section = Callable[[str, str, Path, Sizes], dict[str, Any]]
+# The sections `--only` may run alone; a whole run runs them too.
+SECTIONS: dict[str, Section] = {
+    "exactly_once": lambda dsn, bootstrap, pgbench, z: exactly_once.exactly_once_cost(
+        dsn, bootstrap, pgbench, z.eos_backlog, z.eos_rate, z.seconds, z.rounds
+    ),
+    "relay": lambda dsn, bootstrap, pgbench, z: relay_tail.relay_tail(
+        dsn, bootstrap, pgbench, z.relay_rate, z.seconds, z.relay_backlog, z.rounds
+    ),
+}
+
+
+def only_section(
+    name: str,
+    results: dict[str, Any],
+    dsn: str,
+    bootstrap: str,
+    pgbench: Path,
+    z: Sizes,
+    out: Path,
+) -> None:
+    """`--only NAME`: that section alone, saved as <time>-<size>-only-<name>.json."""
+    results[name] = SECTIONS[name](dsn, bootstrap, pgbench, z)
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = out / f"{stamp}-{results['size']}{ONLY}{name}.json"
+    path.write_text(json.dumps(results, indent=1, default=str))
+    print(f"results: {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="Reduced sizes, under 6 minutes.")
     parser.add_argument("--smoke", action="store_true", help="Tiny sizes, to keep it from rotting.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where JSON and PNG go.")
+    parser.add_argument(
+        "--only",
+        choices=sorted(SECTIONS),
+        help="Run this one section; the docs show it beside the newest whole run.",
+    )
     args = parser.parse_args()
     dsn, bootstrap = os.environ["CDCBOX_DSN"], os.environ["CDCBOX_BOOTSTRAP_SERVERS"]
     size = "smoke" if args.smoke else "quick" if args.quick else "full"
@@ -187,6 +244,9 @@ def main() -> None:
         "size": size,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if args.only:
+        only_section(args.only, results, dsn, bootstrap, pgbench, z, args.out)
+        return
     results["producer"] = producer.run(
         dsn, pgbench, clients=8, seconds=z.producer_seconds, rounds=z.rounds
     )
@@ -217,6 +277,8 @@ def main() -> None:
                 samples[label] = run.pop("lag_samples_ms")
             run.pop("lag_samples_ms", None)
     results["e2e"] = runs
+    for name, section_run in SECTIONS.items():
+        results[name] = section_run(dsn, bootstrap, pgbench, z)
     results["drain"] = drain.drain_rates(
         dsn, bootstrap, z.drain_small, z.drain_large, z.drain_large_measured, z.naive_rows
     )

@@ -108,7 +108,30 @@ def _paced(section: str, rate: int) -> Callable[[Results], Measured | None]:
     return measure
 
 
+def _relay(quantile: str) -> Callable[[Results], Measured | None]:
+    """The polling relay's commit-to-broker latency at 300/s (bench.relay_tail)."""
+    return lambda r: _get(r, "relay", "tail_ms", quantile)
+
+
 TARGETS = [
+    Target("polling relay", "p99 at 300/s, commit → broker", "ms", False, 10, _relay("p99")),
+    Target("polling relay", "max at 300/s, commit → broker", "ms", False, 50, _relay("max")),
+    Target(
+        "polling relay",
+        "backlog drain, ordered",
+        "rows/s",
+        True,
+        8000,
+        lambda r: _get(r, "relay", "drain_rows_per_s", "drain ordered"),
+    ),
+    Target(
+        "exactly-once",
+        "CDC sustained rate, exactly-once on / off",
+        TIMES,
+        True,
+        0.9,
+        _ratio("exactly_once", "sustained on / off"),
+    ),
     Target("consumer", "per record: records/s", "rec/s", True, 2000, _cost("cdcbox_per_record")),
     Target(
         "consumer",

@@ -41,6 +41,8 @@ def test_bench_smoke_run_writes_results_and_a_plot(stack: Endpoints, tmp_path: P
         "catch_up",
         "inbox_growth",
         "outbox_growth",
+        "exactly_once",
+        "relay",
     } <= set(results)
     assert results["machine"]["cores"] >= 1
     batch = results["consumer_cost"]["records_per_s"]["cdcbox_batch"]
@@ -56,5 +58,19 @@ def test_bench_smoke_run_writes_results_and_a_plot(stack: Endpoints, tmp_path: P
     cdc = results["e2e"]["cdc"]["200"]
     assert cdc["processed"] == cdc["events"] > 0
     assert results["catch_up"]["backlog_at_restart"] > 0
+    eos = results["exactly_once"]
+    assert {side: len(runs) for side, runs in eos["rounds"].items()} == {
+        "on": 2,
+        "on, interval": 2,
+        "off": 2,
+    }
+    for runs in eos["rounds"].values():
+        assert all(run["at_rate"]["processed"] == run["at_rate"]["events"] > 0 for run in runs)
+    # The benchmark's own worker runs without exactly-once: apply said it lowered the spec.
+    assert "bench off: exactly-once: the Connect workers run without" in result.stdout
+    assert "bench on: exactly-once" not in result.stdout
+    relay = results["relay"]
+    assert all(run["published"] == run["events"] > 0 for run in relay["runs"]["tail"])
+    assert all(rate["min"] > 0 for rate in relay["drain_rows_per_s"].values())
     assert json_path.with_suffix(".png").stat().st_size > 10_000
     assert "| area | target |" in result.stdout  # the judged targets, as the README shows

@@ -3,6 +3,7 @@ targets are judged as they say: not measured is never met."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from bench import report
@@ -87,3 +88,17 @@ def test_runs_are_interleaved_round_by_round_and_ratios_taken_within_a_round() -
     # Each ratio pairs the runs of one round, never a run with another round's.
     assert [round(v, 2) for v in ratio["values"]] == [3.0, 2.5, 2.33]
     assert ratio["median"] == ratio["values"][1] and ratio["min"] < ratio["max"]
+
+
+def test_a_later_run_of_one_section_replaces_that_section_only(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    whole = {"started": "2026-12-04T16:29:39Z", "exactly_once": {"old": 1}, "e2e": {"x": 1}}
+    earlier = tmp_path / "20261203T000000Z-full-only-exactly_once.json"
+    later = tmp_path / "20261205T000000Z-full-only-exactly_once.json"
+    earlier.write_text(json.dumps({"started": "2026-12-03T00:00:00Z", "exactly_once": {"a": 1}}))
+    later.write_text(json.dumps({"started": "2026-12-05T00:00:00Z", "exactly_once": {"b": 2}}))
+    monkeypatch.setattr(report, "committed", lambda directory, pattern: [earlier, later])
+    merged, sources = report.with_newest_sections(whole)
+    assert merged == {**whole, "exactly_once": {"b": 2}}
+    assert sources == {"exactly_once": later}
