@@ -25,7 +25,7 @@ from cdcbox.resources import resource_dir
 from consumer.demo import SKUS, until, write_orders
 from consumer.fleet import FLEET, INVENTORY, ORDERS
 from consumer.inventory import stock_up
-from consumer.orders import record_payment
+from consumer.orders import paid_or_reconciled, pay_every_order
 
 # Each consume-only service's table, one row per order it applied (marketing: per coupon).
 APPLIED_TABLES = {
@@ -114,21 +114,10 @@ def pay_and_read_back(admin_dsn: str, run: str, count: int, timeout: float = 180
     like = (run + "-%",)
     orders_dsn = ORDERS.dsn(admin_dsn)
     with psycopg.connect(orders_dsn) as conn, conn.transaction():
-        outbox = Outbox(schemas=Catalogue.load(resource_dir("schemas") / "avro"))
-        for order_id, total in conn.execute(
-            "SELECT order_id, total_cents FROM orders WHERE order_id LIKE %s", like
-        ).fetchall():
-            record_payment(conn, outbox, order_id, total)
+        schemas = Catalogue.load(resource_dir("schemas") / "avro")
+        pay_every_order(conn, Outbox(schemas=schemas), like[0])
     until(
-        lambda: (
-            rows(
-                orders_dsn,
-                "SELECT (SELECT count(*) FROM orders WHERE order_id LIKE %s AND status = 'PAID')"
-                " + (SELECT count(*) FROM consumer_reconciliation WHERE aggregate_id LIKE %s)",
-                like * 2,
-            )
-            >= count
-        ),
+        lambda: paid_or_reconciled(orders_dsn, like[0]) >= count,
         timeout,
         f"every payment of {run} applied or reconciled",
     )

@@ -41,7 +41,7 @@ from consumer.fleet import (
     prepare,
 )
 from consumer.inventory import stock_up
-from consumer.orders import OrderLine, place_order, record_payment
+from consumer.orders import OrderLine, paid_or_reconciled, pay_every_order, place_order
 
 ORDER_TOPIC = wire.topic_for("order")
 SKUS = [f"sku-{n}" for n in range(50)]
@@ -223,22 +223,9 @@ def run_fleet(
             result.statuses = Counter(status for status, _ in rows)
             result.round_trip_ms = sorted(float(ms) for _, ms in rows)
             with conn.transaction():  # the payment provider reports every order paid
-                outbox = Outbox(schemas=schemas)
-                for order_id, total in conn.execute(
-                    "SELECT order_id, total_cents FROM orders WHERE order_id LIKE %s", like
-                ).fetchall():
-                    record_payment(conn, outbox, order_id, total)
+                pay_every_order(conn, Outbox(schemas=schemas), like[0])
         until(
-            lambda: (
-                one(
-                    orders_dsn,
-                    "SELECT (SELECT count(*) FROM orders WHERE order_id LIKE %s "
-                    "AND status = 'PAID') + (SELECT count(*) FROM consumer_reconciliation "
-                    "WHERE aggregate_id LIKE %s)",
-                    like * 2,
-                )
-                >= orders
-            ),
+            lambda: paid_or_reconciled(orders_dsn, like[0]) >= orders,
             timeout_s,
             "every payment applied or reconciled",
         )

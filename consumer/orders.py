@@ -98,6 +98,27 @@ def record_payment(
     )
 
 
+def pay_every_order(conn: psycopg.Connection[Any], outbox: Outbox, like: str) -> None:
+    """Every order whose id is LIKE `like` reported paid (`record_payment`), in the
+    caller's transaction."""
+    for order_id, total in conn.execute(
+        "SELECT order_id, total_cents FROM orders WHERE order_id LIKE %s", (like,)
+    ).fetchall():
+        record_payment(conn, outbox, order_id, total)
+
+
+def paid_or_reconciled(dsn: str, like: str) -> int:
+    """Orders LIKE `like` that `PaymentHandler` marked PAID, plus their payments it put
+    in reconciliation (the order was cancelled first): every payment, once applied."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM orders WHERE order_id LIKE %s AND status = 'PAID')"
+            " + (SELECT count(*) FROM consumer_reconciliation WHERE aggregate_id LIKE %s)",
+            (like, like),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 class OrderStatusHandler(Handler):
     """Inventory's answer: StockReserved confirms the order, StockRejected cancels it."""
 
