@@ -75,26 +75,24 @@ def test_a_container_sigkilled_mid_stream_loses_and_doubles_nothing(
 
 
 @pytest.fixture
-def worker_without_exactly_once(
-    compose_stack: ComposeStack, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[str]:
-    """The Connect container recreated without exactly-once source support and the
+def worker_without_exactly_once(compose_stack: ComposeStack) -> Iterator[str]:
+    """The Connect container recreated without exactly-once source support (the stack
+    config's `exactly_once`, as `stack up --exactly-once disabled` sets it) and the
     fleet's connectors applied to it (as `requested`: what `apply` prints is yielded);
     afterwards recreated with it and applied again."""
 
-    def recreate_and_apply() -> str:
-        up = compose_stack.run_compose("up", "--detach", "--wait", "connect")
+    def recreate_and_apply(stack: ComposeStack) -> str:
+        up = stack.run_compose("up", "--detach", "--wait", "connect")
         assert up.returncode == 0, up.stderr[-2000:]
         applied = CliRunner().invoke(cli, ["apply", str(resource_dir("connectors") / "fleet")])
         assert applied.exit_code == 0, applied.output
         return applied.output
 
-    monkeypatch.setenv("CDCBOX_CONNECT_EXACTLY_ONCE", "disabled")
+    without = dataclasses.replace(compose_stack.config, exactly_once="disabled")
     try:
-        yield recreate_and_apply()
+        yield recreate_and_apply(ComposeStack(without, compose_stack.secrets))
     finally:
-        monkeypatch.setenv("CDCBOX_CONNECT_EXACTLY_ONCE", "enabled")
-        recreate_and_apply()
+        recreate_and_apply(compose_stack)
 
 
 def test_without_exactly_once_a_connect_crash_puts_copies_on_the_topic(
