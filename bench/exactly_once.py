@@ -48,10 +48,8 @@ INTERVAL_BOUNDARY = {"transaction.boundary": "interval", "transaction.boundary.i
 
 @dataclasses.dataclass(frozen=True)
 class Leg:
-    """One side: a Connect group, its connector and the schema whose outbox it reads."""
+    """One side: the service whose outbox a connector of one Connect group reads."""
 
-    label: str
-    connect_url: str
     service: Service
 
     @property
@@ -89,7 +87,7 @@ def _leg(
     client = ConnectClient(connect_url)
     try:
         apply(client, spec, progress=lambda line: print(f"bench {label}: {line}"))
-        yield Leg(label, connect_url, service)
+        yield Leg(service)
     finally:
         client.delete(spec.name)
         _drop_slot_when_released(dsn, service.slot)

@@ -16,6 +16,7 @@ import os
 import sys
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -126,56 +127,47 @@ def applied_ids(dsn: str, consumer: str) -> set[uuid.UUID]:
     return {r[0] for r in rows}
 
 
-def delivered_ids(bootstrap_servers: str, topic: str) -> list[str]:
-    """The `id` header of every record on `topic`, read from the beginning to the end
-    offsets (so a missing record cannot make it wait, and an extra one is counted)."""
+def _committed_batches(
+    bootstrap_servers: str, topic: str
+) -> Iterator[tuple[TopicPartition, list[Any]]]:
+    """`topic` read from the beginning to its end offsets (so a missing record cannot
+    make it wait), as a transactional reader sees it: records of aborted transactions (a
+    Connect worker killed mid-transaction) are not deliveries. A topic not created yet
+    yields nothing."""
     reader = KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
         group_id=None,
         enable_auto_commit=False,
-        # What a transactional reader sees: records of aborted transactions (a Connect
-        # worker killed mid-transaction) are not deliveries.
         isolation_level="read_committed",
     )
     try:
         partitions = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
-        ids: list[str] = []
-        if not partitions:  # not created yet: nothing delivered
-            return ids
+        if not partitions:
+            return
         reader.assign(partitions)
         reader.seek_to_beginning()
         end = reader.end_offsets(partitions)
         while any(reader.position(tp) < end[tp] for tp in partitions):
-            for records in reader.poll(timeout_ms=500, max_records=5000).values():
-                ids.extend(dict(r.headers)[wire.HEADER_EVENT_ID].decode() for r in records)
-        return ids
+            yield from reader.poll(timeout_ms=500, max_records=5000).items()
     finally:
         reader.close()
+
+
+def delivered_ids(bootstrap_servers: str, topic: str) -> list[str]:
+    """The `id` header of every record on `topic` (an extra copy is counted)."""
+    return [
+        dict(r.headers)[wire.HEADER_EVENT_ID].decode()
+        for _, records in _committed_batches(bootstrap_servers, topic)
+        for r in records
+    ]
 
 
 def past_last_records(bootstrap_servers: str, topic: str) -> dict[TopicPartition, int]:
     """Per partition with records: the offset after its last record, what a consumer
     done with the topic has committed (a transaction's commit marker may follow it)."""
-    reader = KafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-    )
-    try:
-        partitions = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
-        past: dict[TopicPartition, int] = {}
-        if not partitions:
-            return past
-        reader.assign(partitions)
-        reader.seek_to_beginning()
-        end = reader.end_offsets(partitions)
-        while any(reader.position(tp) < end[tp] for tp in partitions):
-            for tp, records in reader.poll(timeout_ms=500).items():
-                past[tp] = records[-1].offset + 1
-        return past
-    finally:
-        reader.close()
+    return {
+        tp: records[-1].offset + 1 for tp, records in _committed_batches(bootstrap_servers, topic)
+    }
 
 
 def topic_size(bootstrap_servers: str, topic: str) -> int:
