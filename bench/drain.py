@@ -13,6 +13,7 @@ import psycopg
 from kafka import KafkaProducer
 from psycopg import sql
 
+from bench.bare_relay import claim_pending
 from bench.e2e import drop_schema, polling_schema
 from bench.pgbench import ISO, UUID7
 from bench.processes import RelayProcesses
@@ -100,15 +101,6 @@ def naive_drain(dsn: str, bootstrap: str, rows: int) -> dict[str, Any]:
         drop_schema(dsn, names)
 
 
-def _claim(names: DbNames) -> sql.Composed:
-    return sql.SQL(
-        "SELECT id, event_id, aggregate_type, aggregate_id, aggregate_version, "
-        "event_type, payload, content_type, trace_id, causation_id, created_at, occurred_at, "
-        "retry_count FROM {} WHERE status = 'PENDING' ORDER BY id LIMIT %s "
-        "FOR UPDATE SKIP LOCKED"
-    ).format(names.table("outbox"))
-
-
 def naive_relay(dsn: str, bootstrap: str, names: DbNames, count: int) -> None:
     """The seed's first relay: one row, one send awaited, one UPDATE, one commit."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
@@ -117,39 +109,13 @@ def naive_relay(dsn: str, bootstrap: str, names: DbNames, count: int) -> None:
     )
     with psycopg.connect(dsn) as conn:
         for _ in range(count):
-            row = conn.execute(_claim(names), (1,)).fetchone()
+            row = conn.execute(claim_pending(names), (1,)).fetchone()
             if row is None:
                 break
             r = to_record(OutboxRow(*row))
             producer.send(r.topic, key=r.key, value=r.value, headers=r.headers).get(timeout=30)
             conn.execute(mark, (row[0],))
             conn.commit()
-    producer.close()
-
-
-def bare_relay(dsn: str, bootstrap: str, names: DbNames, count: int, batch: int = 500) -> None:
-    """The ceiling of a claim-send-mark loop in Python (psycopg and kafka-python): a
-    batch locked with SKIP LOCKED, sent, flushed, marked SENT and committed in one
-    transaction; no lease, no order check, no retry bookkeeping, no metrics."""
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=True
-    )
-    mark = sql.SQL("UPDATE {} SET status = 'SENT', sent_at = now() WHERE id = ANY(%s)").format(
-        names.table("outbox")
-    )
-    sent = 0
-    with psycopg.connect(dsn) as conn:
-        while sent < count:
-            rows = conn.execute(_claim(names), (batch,)).fetchall()
-            if not rows:
-                break
-            for row in rows:
-                r = to_record(OutboxRow(*row))
-                producer.send(r.topic, key=r.key, value=r.value, headers=r.headers)
-            producer.flush(timeout=30)
-            conn.execute(mark, ([row[0] for row in rows],))
-            conn.commit()
-            sent += len(rows)
     producer.close()
 
 

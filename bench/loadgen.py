@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql
 
 from bench.pgbench import ISO, UUID7, pgbench_env
+from bench.stats import percentiles
 
 # A run reached its rate when pgbench delivered at least this share of it.
 REACHED = 0.95
@@ -40,6 +41,9 @@ class Offered:
     events_per_tx: int
     clients: int
     seconds: float
+    # pgbench's own per-transaction execution time (its schedule lag excluded), ms:
+    # the writer's INSERT and COMMIT as the client saw them (with `log_transactions`).
+    transaction_ms: dict[str, float | None] | None = None
 
     @property
     def reached(self) -> bool:
@@ -81,14 +85,18 @@ def pgbench_command(
     events_per_tx: int,
     clients: int,
     transactions: int | None = None,
+    log_prefix: Path | None = None,
 ) -> Iterator[list[str]]:
     """The pgbench command line (its script exists while the block runs): for `seconds`,
-    or for `transactions` in all when given."""
+    or for `transactions` in all when given; with `log_prefix`, each transaction logged
+    to files named after it."""
     prepare(dsn, schema)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "outbox.sql"
         path.write_text(script(schema, aggregate_type, events_per_tx))
         command = [str(pgbench), "-n", "-c", str(clients), "-j", str(min(clients, 2))]
+        if log_prefix is not None:
+            command += ["-l", f"--log-prefix={log_prefix}"]
         if transactions is not None:
             command += ["-t", str(max(transactions // clients, 1))]
         else:
@@ -109,17 +117,31 @@ def offer(
     events_per_tx: int = 1,
     clients: int = 4,
     transactions: int | None = None,
+    log_transactions: bool = False,
 ) -> Offered:
     """Write events at `rate` events/s (None: as fast as pgbench can) for `seconds` (or
-    `transactions` in all)."""
-    with pgbench_command(
-        dsn, pgbench, schema, aggregate_type, rate, seconds, events_per_tx, clients, transactions
-    ) as command:
-        started = time.perf_counter()
-        out = subprocess.run(
-            command, env=pgbench_env(dsn), capture_output=True, text=True, check=True
-        ).stdout
-        elapsed = time.perf_counter() - started
+    `transactions` in all); with `log_transactions`, the percentiles of pgbench's own
+    transaction times too."""
+    with tempfile.TemporaryDirectory() as logs:
+        prefix = Path(logs) / "tx" if log_transactions else None
+        with pgbench_command(
+            dsn,
+            pgbench,
+            schema,
+            aggregate_type,
+            rate,
+            seconds,
+            events_per_tx,
+            clients,
+            transactions,
+            prefix,
+        ) as command:
+            started = time.perf_counter()
+            out = subprocess.run(
+                command, env=pgbench_env(dsn), cwd=logs, capture_output=True, text=True, check=True
+            ).stdout
+            elapsed = time.perf_counter() - started
+        transaction_ms = percentiles(logged_transaction_ms(Path(logs))) if prefix else None
     match = re.search(r"number of transactions actually processed: (\d+)", out)
     assert match is not None, out
     events = int(match.group(1)) * events_per_tx
@@ -130,4 +152,18 @@ def offer(
         events_per_tx=events_per_tx,
         clients=clients,
         seconds=elapsed,
+        transaction_ms=transaction_ms,
     )
+
+
+def logged_transaction_ms(logs: Path) -> list[float]:
+    """Each logged transaction's execution time in ms. A line of pgbench's log is
+    `client transaction time script epoch_s epoch_us [schedule_lag]`, in µs; under
+    `--rate`, `time` counts from the scheduled start, so the lag is taken out."""
+    times: list[float] = []
+    for path in logs.glob("tx.*"):
+        for line in path.read_text().splitlines():
+            fields = line.split()
+            lag = int(fields[6]) if len(fields) > 6 else 0
+            times.append((int(fields[2]) - lag) / 1000)
+    return times

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from kafka import KafkaConsumer, TopicPartition
 
+from bench.bare_relay import bare_listen_relay
 from bench.handlers import EFFECT_DDL, effect_handler
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.event import decode
@@ -128,8 +129,18 @@ def _relay_main(results: Any, ready: Any, config: RelayConfig, schema: str) -> N
     results.put({"sent": stats.sent, "rss_mb": peak_rss_mb()})
 
 
+def _bare_main(results: Any, ready: Any, dsn: str, bootstrap: str, schema: str) -> None:
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    sent, steps = bare_listen_relay(
+        dsn, bootstrap, DbNames(schema=schema), ready.release, stopping.is_set
+    )
+    results.put({"sent": sent, "rss_mb": peak_rss_mb(), "steps_ms": steps})
+
+
 class RelayProcesses:
-    """`cdc-ctl relay run` workers, each in a process of its own."""
+    """`cdc-ctl relay run` workers, each in a process of its own (`bare`: the bare loop
+    woken by NOTIFY, `bench.bare_relay.bare_listen_relay`, instead)."""
 
     def __init__(
         self,
@@ -139,27 +150,27 @@ class RelayProcesses:
         workers: int,
         listen: bool,
         ordered: bool = True,
+        bare: bool = False,
     ):
         self._results = FORK.Queue()
         self._ready = FORK.Semaphore(0)
-        self._processes = [
-            FORK.Process(
-                target=_relay_main,
-                args=(
-                    self._results,
-                    self._ready,
-                    RelayConfig(
-                        dsn=dsn,
-                        bootstrap_servers=bootstrap,
-                        listen=listen,
-                        ordered=ordered,
-                        worker_id=f"bench-{i}",
-                    ),
-                    schema,
-                ),
+
+        def process(i: int) -> multiprocessing.process.BaseProcess:
+            if bare:
+                args: tuple[Any, ...] = (dsn, bootstrap, schema)
+                return FORK.Process(target=_bare_main, args=(self._results, self._ready, *args))
+            config = RelayConfig(
+                dsn=dsn,
+                bootstrap_servers=bootstrap,
+                listen=listen,
+                ordered=ordered,
+                worker_id=f"bench-{i}",
             )
-            for i in range(workers)
-        ]
+            return FORK.Process(
+                target=_relay_main, args=(self._results, self._ready, config, schema)
+            )
+
+        self._processes = [process(i) for i in range(workers)]
 
     def __enter__(self) -> RelayProcesses:
         """Each worker started, its session and producer ready (`RelayWorker.warm_up`)."""

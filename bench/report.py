@@ -178,6 +178,34 @@ def _relay(results: dict[str, Any], source: Path | None) -> list[str]:
             f"| {name}, {relay['backlog']:,} rows: rows/s | {_measured(value)} |"
             for name, value in drains.items()
         ),
+        *_relay_beside_bare(relay),
+    ]
+
+
+def _relay_beside_bare(relay: dict[str, Any]) -> list[str]:
+    """The tail of the relay beside a bare loop's at the same rate, the writers'
+    transactions of each run, and where the bare loop's batches spent their longest."""
+    if "bare_tail_ms" not in relay:
+        return []
+    rows = [
+        ("commit → broker append, {q} ms", "tail_ms", "bare_tail_ms", ("p50", "p99", "max")),
+        ("pgbench's own transaction, {q} ms", "writer_ms", "bare_writer_ms", ("p99", "max")),
+    ]
+    steps = relay["bare_steps_max_ms"]
+    return [
+        "",
+        f"| at {relay['rate']:,}/s, {relay['workers']} workers each, interleaved "
+        "| cdcbox relay | bare loop (`bench.bare_relay`) |",
+        "|---|---:|---:|",
+        *(
+            f"| {label.format(q=q)} | {_measured(relay[ours][q])} | {_measured(relay[bare][q])} |"
+            for label, ours, bare, quantiles in rows
+            for q in quantiles
+        ),
+        *(
+            f"| bare loop, its longest {step} of a batch, ms | — | {_measured(steps[step])} |"
+            for step in ("claim", "send", "mark")
+        ),
     ]
 
 
