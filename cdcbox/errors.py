@@ -32,6 +32,11 @@ class DatabaseUnavailable(ServiceUnavailable):
     the long-running processes, never charged to the record in flight."""
 
 
+class SlotUnavailable(CdcboxError, RuntimeError):
+    """The outbox without a table (messages mode) found its replication slot missing or
+    invalidated: an event emitted then could never be published, so none was."""
+
+
 class SessionChanged(CdcboxError, RuntimeError):
     """The consumer's database session ended while commits on it were not yet proven
     durable: the poll batch is processed again from its start."""

@@ -27,7 +27,13 @@ from cdcbox.limits import PAYLOAD_CONSTRAINT, EventLimits
 from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 
-RelayMode = Literal["cdc", "polling"]
+# How events leave the database: `cdc` (Debezium reads the outbox table's inserts),
+# `polling` (cdcbox's relay claims the table's rows), `messages` (Debezium reads logical
+# decoding messages: no outbox rows at all, cdcbox.producer.messages).
+RelayMode = Literal["cdc", "polling", "messages"]
+RELAY_MODES: tuple[RelayMode, ...] = ("cdc", "polling", "messages")
+# The modes Debezium publishes, which read a replication slot.
+SLOT_MODES: tuple[RelayMode, ...] = ("cdc", "messages")
 # What a database needs: `inbox` for a service that consumes (inbox, versions, parking,
 # reconciliation, breaker, group bindings), `outbox` for one that produces (the outbox,
 # and for CDC the Debezium role, publication and slot). A consume-only database migrated
@@ -65,6 +71,16 @@ def discover(
     return [m for m in found if m.part in parts]
 
 
+def emit_function_sql(names: DbNames, slot: str) -> sql.Composed:
+    """(Re)create the messages mode's emitting function, guarded by `slot`."""
+    path = resource_dir("schemas") / "sql" / "messages" / "functions" / "emit.sql"
+    return sql.SQL(path.read_text()).format(
+        **names.template_values(),
+        slot_name=sql.Literal(slot),
+        message_prefix=sql.Literal(names.message_prefix),
+    )
+
+
 def payload_limit_sql(names: DbNames, limits: EventLimits) -> sql.Composed:
     """Replace the outbox's payload size CHECK with one for `limits` (one statement)."""
     return sql.SQL(
@@ -93,9 +109,11 @@ def render_sql(
     names: DbNames = DbNames(),
     limits: EventLimits = EventLimits(),
     parts: tuple[Part, ...] = PARTS,
+    slot: str = "cdcbox_outbox",
 ) -> str:
     """Every migration for `mode` as one SQL script, for teams that apply DDL with their
-    own migration tool (the ledger rows included, so `migrate` later finds them done)."""
+    own migration tool (the ledger rows included, so `migrate` later finds them done).
+    The messages mode's function names `slot`, which the script does not create."""
     ledger = names.table("migrations")
     script: list[sql.Composable] = [
         sql.SQL(
@@ -114,6 +132,9 @@ def render_sql(
     if "outbox" in parts:
         script.append(sql.SQL("-- the payload size limit (cdcbox.limits)"))
         script.append(payload_limit_sql(names, limits) + sql.SQL(";"))
+        if mode == "messages":
+            script.append(sql.SQL("-- the emitting function, guarded by its slot"))
+            script.append(emit_function_sql(names, slot))
     return "\n".join(p.as_string(None) for p in script) + "\n"
 
 
@@ -129,14 +150,21 @@ def migrate(
     """Apply what is pending; return the versions applied now (empty when up to date).
     The payload size CHECK is brought in line with `limits` in the same transaction.
 
-    With `slot` (CDC only), the connector's replication slot is created right after the
-    migrations commit, if it does not exist: from then on every outbox row is retained
-    for the connector, however long before its first `cdc-ctl apply` it was written.
+    With `slot` (CDC and messages), the connector's replication slot is created right
+    after the migrations commit, if it does not exist: from then on every outbox row is
+    retained for the connector, however long before its first `cdc-ctl apply` it was
+    written. The messages mode requires it: a message emitted before its slot exists is
+    lost, so its producer refuses to emit until the slot is there.
     """
-    if slot is not None and mode != "cdc":
+    if slot is not None and mode not in SLOT_MODES:
         raise UsageError("a replication slot is for the CDC relay; the polling relay needs none")
     if slot is not None and "outbox" not in parts:
         raise UsageError("a replication slot is for a producing database (--only outbox)")
+    if slot is None and mode == "messages" and "outbox" in parts:
+        raise UsageError(
+            "the messages mode needs its replication slot before the first event (a message "
+            "emitted before it exists is lost): name it with --slot, not --no-slot"
+        )
     lock_key = zlib.crc32(f"cdcbox-migrate:{names.schema}".encode())
     applied_now: list[str] = []
     with conn.transaction():
@@ -149,6 +177,7 @@ def migrate(
             ).format(ledger)
         )
         done = {row[0] for row in conn.execute(sql.SQL("SELECT version FROM {}").format(ledger))}
+        refuse_mode_change(done, mode, names)
         for migration in discover(mode, parts=parts):
             if migration.version in done:
                 continue
@@ -162,11 +191,46 @@ def migrate(
                 conn.execute(payload_limit_sql(names, limits))
             if mode == "cdc":
                 ensure_publication(conn, names)
-            if debezium_password is not None and mode == "cdc":
+            if mode == "messages" and slot is not None:
+                refuse_table_publication(conn, names)
+                conn.execute(emit_function_sql(names, slot))
+            if debezium_password is not None and mode in SLOT_MODES:
                 set_password(conn, names.debezium_role, debezium_password)
     if slot is not None:
         ensure_slot(conn, slot)
     return applied_now
+
+
+def refuse_mode_change(done: set[str], mode: RelayMode, names: DbNames) -> None:
+    """`UsageError` when the messages mode is asked of a schema migrated for a table
+    relay, or the reverse: its connector would publish the other mode's events twice or
+    not at all. Between `cdc` and `polling` the outbox is the same table."""
+    recorded = {v.partition("/")[0] for v in done if "/" in v}
+    table_modes = recorded & {"cdc", "polling"}
+    if mode == "messages" and table_modes:
+        other = sorted(table_modes)[0]
+    elif mode != "messages" and "messages" in recorded:
+        other = "messages"
+    else:
+        return
+    raise UsageError(
+        f"schema {names.schema!r} was migrated for --relay {other}, not {mode}: one schema "
+        "has one outbox mode; give the other mode's service a schema of its own"
+    )
+
+
+def refuse_table_publication(conn: psycopg.Connection[Any], names: DbNames) -> None:
+    """The messages mode's publication must cover no table: a connector streaming one
+    would publish its rows as change events beside the messages."""
+    covered = conn.execute(
+        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = %s",
+        (names.publication,),
+    ).fetchall()
+    if covered:
+        raise SchemaError(
+            f"publication {names.publication!r} covers {', '.join(t for (t,) in covered)}: "
+            "the messages mode's publication covers no table; give this schema its own"
+        )
 
 
 def ensure_publication(conn: psycopg.Connection[Any], names: DbNames) -> None:
@@ -234,8 +298,9 @@ def set_password(conn: psycopg.Connection[Any], role: str, password: str) -> Non
 
 
 def recorded_relay_mode(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> RelayMode:
-    """The relay the database was migrated for, from the ledger: `polling` once any
-    polling migration ran, else `cdc`. Raises `UsageError` when nothing was migrated."""
+    """The relay the database was migrated for, from the ledger: `messages` once any
+    messages migration ran, `polling` once any polling one did, else `cdc`. Raises
+    `UsageError` when nothing was migrated."""
     with conn.transaction():
         exists = conn.execute(
             "SELECT to_regclass(%s)", (f"{names.schema}.{names.migrations}",)
@@ -244,12 +309,13 @@ def recorded_relay_mode(conn: psycopg.Connection[Any], names: DbNames = DbNames(
             raise UsageError(
                 f"schema {names.schema!r} has no cdcbox migrations: run `cdc-ctl db migrate`"
             )
-        polling = conn.execute(
-            sql.SQL("SELECT 1 FROM {} WHERE version LIKE 'polling/%%' LIMIT 1").format(
-                names.table("migrations")
-            )
-        ).fetchone()
-    return "polling" if polling else "cdc"
+        modes = conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT split_part(version, '/', 1) FROM {} WHERE version LIKE '%%/%%'"
+            ).format(names.table("migrations"))
+        ).fetchall()
+    recorded = {m for (m,) in modes}
+    return "messages" if "messages" in recorded else "polling" if "polling" in recorded else "cdc"
 
 
 def notify_trigger_exists(conn: psycopg.Connection[Any], names: DbNames = DbNames()) -> bool:

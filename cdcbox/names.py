@@ -66,6 +66,8 @@ class DbNames:
             "NOTIFY channel": self.notify_channel,
             "outbox index": f"{self.outbox}_aggregate_idx",
             "outbox trigger": f"{self.outbox}_topic_keys",
+            "emit ready function": f"{self.outbox}_emit_ready",
+            "messages-only trigger": f"{self.outbox}_messages_only",
             "inbox index": f"{self.inbox}_status_idx",
             "inbox unfinished index": f"{self.inbox}_unfinished_idx",
         }
@@ -78,6 +80,23 @@ class DbNames:
     def notify_channel(self) -> str:
         """The LISTEN/NOTIFY channel the polling relay waits on."""
         return f"{self.schema}_{self.outbox}"
+
+    @property
+    def emit_function(self) -> sql.Identifier:
+        """The function that emits events as logical decoding messages (the outbox
+        without a table, migration messages/0001)."""
+        return sql.Identifier(self.schema, f"{self.outbox}_emit")
+
+    @property
+    def emit_ready_function(self) -> sql.Identifier:
+        """Whether the outbox without a table can emit now (its slot is healthy)."""
+        return sql.Identifier(self.schema, f"{self.outbox}_emit_ready")
+
+    @property
+    def message_prefix(self) -> str:
+        """The logical decoding message prefix of this schema's events: the connector's
+        `message.prefix.include.list` (the publication's name, unique per schema)."""
+        return self.publication
 
     @property
     def outbox_qualified(self) -> str:
@@ -117,6 +136,10 @@ class DbNames:
             "outbox_unsent_index": sql.Identifier(f"{self.outbox}_unsent_idx"),
             "outbox_blocker_index": sql.Identifier(f"{self.outbox}_blocker_idx"),
             "notify_function": sql.Identifier(self.schema, f"{self.outbox}_notify"),
+            "emit_function": self.emit_function,
+            "emit_ready_function": self.emit_ready_function,
+            "refuse_rows_function": sql.Identifier(self.schema, f"{self.outbox}_messages_only"),
+            "refuse_rows_trigger": sql.Identifier(f"{self.outbox}_messages_only"),
             "notify_trigger": sql.Identifier(f"{self.outbox}_notify"),
             "channel": sql.Literal(self.notify_channel),
             "publication": sql.Identifier(self.publication),

@@ -28,6 +28,7 @@ from kafka.structs import OffsetAndMetadata
 from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import ConnectorSpec
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.producer.outbox import Outbox
@@ -38,12 +39,16 @@ from consumer.fleet import (
     ORDERS,
     FleetService,
     debezium_password_from_env,
+    emits_messages,
     prepare,
+    producing_specs,
+    service_names,
 )
-from consumer.inventory import stock_up
+from consumer.inventory import ANSWER_AGGREGATE, stock_up
 from consumer.orders import OrderLine, paid_or_reconciled, pay_every_order, place_order
 
 ORDER_TOPIC = wire.topic_for("order")
+ANSWER_TOPIC = wire.topic_for(ANSWER_AGGREGATE)
 SKUS = [f"sku-{n}" for n in range(50)]
 
 
@@ -56,7 +61,7 @@ class FleetRun:
     wrote_s: float = 0.0
     answered_s: float = 0.0
     stats: dict[str, ConsumerStats] = field(default_factory=dict)
-    answers: Counter[str] = field(default_factory=Counter)  # inventory's outbox, by type
+    answers: Counter[str] = field(default_factory=Counter)  # inventory published, by type
     answered_orders: int = 0  # distinct orders inventory answered
     statuses: Counter[str] = field(default_factory=Counter)  # once answered
     round_trip_ms: list[float] = field(default_factory=list)
@@ -139,9 +144,16 @@ def rewind(bootstrap: str, group: str, offsets: dict[TopicPartition, int]) -> No
 
 
 def service_consumer(
-    service: FleetService, admin_dsn: str, bootstrap: str, schemas: Catalogue, **options: Any
+    service: FleetService,
+    admin_dsn: str,
+    bootstrap: str,
+    schemas: Catalogue,
+    specs: dict[str, ConnectorSpec] | None = None,
+    **options: Any,
 ) -> Consumer:
-    """A consumer of `service`'s handlers on its own database, in the group named after it."""
+    """A consumer of `service`'s handlers on its own database, in the group named after
+    it; its handlers emit to the outbox its spec reads (`specs`: the shipped fleet's)."""
+    specs = specs or producing_specs()
     return Consumer(
         [handler() for handler in service.handlers],
         ConsumerConfig(
@@ -149,13 +161,18 @@ def service_consumer(
             dsn=service.dsn(admin_dsn),
             group_id=service.name,
             schemas=schemas,
+            emit_messages=emits_messages(service, specs),
             **options,
         ),
+        service_names(service, specs),
     )
 
 
 def start_fleet(
-    admin_dsn: str, bootstrap: str, schemas: Catalogue
+    admin_dsn: str,
+    bootstrap: str,
+    schemas: Catalogue,
+    specs: dict[str, ConnectorSpec] | None = None,
 ) -> tuple[dict[str, Consumer], list[threading.Thread]]:
     """One consumer per service, on its own database, running in threads, each with its
     partitions assigned when this returns."""
@@ -165,6 +182,7 @@ def start_fleet(
             admin_dsn,
             bootstrap,
             schemas,
+            specs,
             batch_mode=True,
             # A new group starts at the topics' end: a stack that ran other things holds
             # older events of these aggregate types (topics are by aggregate type,
@@ -182,20 +200,30 @@ def start_fleet(
 
 
 def run_fleet(
-    admin_dsn: str, bootstrap: str, orders: int, writers: int, rate: float, timeout_s: float
+    admin_dsn: str,
+    bootstrap: str,
+    orders: int,
+    writers: int,
+    rate: float,
+    timeout_s: float,
+    specs: dict[str, ConnectorSpec] | None = None,
 ) -> FleetRun:
     """Prepare the fleet (idempotent), run it once over `orders` orders, read back what
-    each hop did. Raises SystemExit when a hop does not finish within `timeout_s`."""
+    each hop did. Raises SystemExit when a hop does not finish within `timeout_s`.
+    `specs`: the producing services' connector specs (the shipped `connectors/fleet/`)."""
     result = FleetRun(run=f"demo-{uuid.uuid4().hex[:8]}", orders=orders)
     orders_dsn, inventory_dsn = ORDERS.dsn(admin_dsn), INVENTORY.dsn(admin_dsn)
     prepare(
-        admin_dsn, ConnectClient(os.environ["CDCBOX_CONNECT_URL"]), debezium_password_from_env()
+        admin_dsn,
+        ConnectClient(os.environ["CDCBOX_CONNECT_URL"]),
+        debezium_password_from_env(),
+        specs=specs,
     )
     with psycopg.connect(inventory_dsn) as conn, conn.transaction():
         stock_up(conn, SKUS, available=max(1, orders // 10))  # some orders will be short
     schemas = Catalogue.load(resource_dir("schemas") / "avro")
     starts = end_offsets(bootstrap, ORDER_TOPIC)
-    consumers, threads = start_fleet(admin_dsn, bootstrap, schemas)
+    consumers, threads = start_fleet(admin_dsn, bootstrap, schemas, specs)
     like = (result.run + "-%",)
     try:
         began = time.monotonic()
@@ -244,27 +272,44 @@ def run_fleet(
         for thread in threads:
             thread.join(timeout=30)  # each leaves its group: inventory's is rewound next
     result.stats = {name: c.stats for name, c in consumers.items()}
-    _read_back(result, orders_dsn, inventory_dsn)
-    _replay_to_inventory(result, admin_dsn, bootstrap, starts, schemas, timeout_s)
+    _read_back(result, orders_dsn, bootstrap)
+    _replay_to_inventory(result, admin_dsn, bootstrap, starts, schemas, timeout_s, specs)
     return result
 
 
-def _read_back(result: FleetRun, orders_dsn: str, inventory_dsn: str) -> None:
+def answers_on_topic(bootstrap: str, run: str) -> list[tuple[str, str]]:
+    """(event type, order id) of every answer of the run inventory published, as a
+    read_committed reader sees them: what it emitted, whichever outbox it has."""
+    reader = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
+    try:
+        partitions = reader.partitions_for_topic(ANSWER_TOPIC) or set()
+        tps = [TopicPartition(ANSWER_TOPIC, p) for p in partitions]
+        reader.assign(tps)
+        reader.seek_to_beginning(*tps)
+        ends = reader.end_offsets(tps)
+        found: list[tuple[str, str]] = []
+        while any(reader.position(tp) < end for tp, end in ends.items()):
+            for records in reader.poll(timeout_ms=500).values():
+                found += [
+                    (dict(r.headers).get("event_type", b"").decode(), r.key.decode())
+                    for r in records
+                    if r.key and r.key.decode().startswith(run + "-")
+                ]
+        return found
+    finally:
+        reader.close()
+
+
+def _read_back(result: FleetRun, orders_dsn: str, bootstrap: str) -> None:
+    answers = answers_on_topic(bootstrap, result.run)
+    result.answers = Counter(event_type for event_type, _ in answers)
+    result.answered_orders = len({order for _, order in answers})
     like = (result.run + "-%",)
-    with psycopg.connect(inventory_dsn) as conn:
-        result.answers = Counter(
-            dict(
-                conn.execute(
-                    "SELECT event_type, count(*) FROM outbox_event WHERE aggregate_type = 'stock' "
-                    "AND aggregate_id LIKE %s GROUP BY 1",
-                    like,
-                ).fetchall()
-            )
-        )
-        result.answered_orders = conn.execute(
-            "SELECT count(DISTINCT aggregate_id) FROM outbox_event WHERE aggregate_id LIKE %s",
-            like,
-        ).fetchone()[0]  # type: ignore[index]
     with psycopg.connect(orders_dsn) as conn:
         result.final_statuses = Counter(
             dict(
@@ -285,13 +330,14 @@ def _replay_to_inventory(
     starts: dict[TopicPartition, int],
     schemas: Catalogue,
     timeout_s: float,
+    specs: dict[str, ConnectorSpec] | None = None,
 ) -> None:
     """Every OrderCreated of the run again to inventory: the inbox drops each copy, and
     no answer is emitted twice."""
     rewind(
         bootstrap, INVENTORY.name, starts or {TopicPartition(ORDER_TOPIC, p): 0 for p in range(3)}
     )
-    replay = service_consumer(INVENTORY, admin_dsn, bootstrap, schemas)
+    replay = service_consumer(INVENTORY, admin_dsn, bootstrap, schemas, specs)
     thread = threading.Thread(target=replay.run, daemon=True)
     thread.start()
     try:
@@ -300,11 +346,7 @@ def _replay_to_inventory(
         replay.stop()
         thread.join(timeout=30)
     result.replay = replay.stats
-    result.answers_after_replay = one(
-        INVENTORY.dsn(admin_dsn),
-        "SELECT count(*) FROM outbox_event WHERE aggregate_id LIKE %s",
-        (result.run + "-%",),
-    )
+    result.answers_after_replay = len(answers_on_topic(bootstrap, result.run))
 
 
 def print_summary(r: FleetRun, writers: int, rate: float) -> None:
@@ -319,7 +361,7 @@ def print_summary(r: FleetRun, writers: int, rate: float) -> None:
             print(f"  {name:<14} {_outcomes(stats)}")
     print(
         f"hop 2, inventory → orders (the way back): {r.answers['StockReserved']} "
-        f"StockReserved, {r.answers['StockRejected']} StockRejected from inventory's outbox "
+        f"StockReserved, {r.answers['StockRejected']} StockRejected published by inventory "
         f"for {r.answered_orders} orders; orders {r.statuses['CONFIRMED']} confirmed, "
         f"{r.statuses['CANCELLED']} cancelled"
     )
@@ -337,7 +379,7 @@ def print_summary(r: FleetRun, writers: int, rate: float) -> None:
     )
     print(
         f"replay to inventory: duplicates skipped={r.replay[Outcome.DUPLICATE]}, applied "
-        f"again={r.replay[Outcome.PROCESSED]}; answers in its outbox: "
+        f"again={r.replay[Outcome.PROCESSED]}; answers on the topic: "
         f"{r.answers_after_replay} (exactly one per order)"
     )
 

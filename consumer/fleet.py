@@ -29,6 +29,7 @@ from cdcbox.db import connect
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.ops.deploy import apply_checked
+from cdcbox.ops.message_checks import reads_messages
 from cdcbox.resources import resource_dir
 from cdcbox.stack.secrets import read_password_properties
 from consumer.inventory import InventoryHandler
@@ -67,23 +68,51 @@ def fleet_specs() -> list[ConnectorSpec]:
     return load_specs(resource_dir("connectors") / "fleet")
 
 
+def producing_specs(specs: list[ConnectorSpec] | None = None) -> dict[str, ConnectorSpec]:
+    """The connector spec of each producing service, by the fleet service it serves
+    (`specs`: service specs declaring those names; the shipped `connectors/fleet/`)."""
+    return {spec.service.name: spec for spec in specs or fleet_specs() if spec.service}
+
+
+def service_names(service: FleetService, specs: dict[str, ConnectorSpec]) -> DbNames:
+    """Where `service` keeps cdcbox's tables: its spec's schema, else public."""
+    spec = specs.get(service.name)
+    return spec.service.names if spec and spec.service else DbNames()
+
+
+def emits_messages(service: FleetService, specs: dict[str, ConnectorSpec]) -> bool:
+    """Whether `service`'s connector reads the outbox without a table."""
+    spec = specs.get(service.name)
+    return spec is not None and reads_messages(spec.config)
+
+
 def prepare(
     admin_dsn: str,
     connect_client: ConnectClient,
     debezium_password: str | None = None,
     progress: Callable[[str], None] = print,
+    specs: dict[str, ConnectorSpec] | None = None,
 ) -> None:
     """Each service's database (created if missing), its business tables and what it
-    needs of cdcbox, then the producing services' connectors. Idempotent."""
-    specs = {spec.service.name: spec for spec in fleet_specs() if spec.service}
+    needs of cdcbox (the outbox mode its spec reads), then the producing services'
+    connectors. Idempotent."""
+    specs = specs or producing_specs()
     for service in FLEET:
         _create_database(admin_dsn, service.name)
         with connect(service.dsn(admin_dsn)) as conn:
             create_schema(conn)
             declared = specs[service.name].service if service.produces else None
+            if declared is not None and declared.schema != "public":
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                        sql.Identifier(declared.schema)
+                    )
+                )
+                conn.commit()
             applied = migrate(
                 conn,
                 names=declared.names if declared else DbNames(),
+                mode="messages" if emits_messages(service, specs) else "cdc",
                 debezium_password=debezium_password if declared else None,
                 slot=declared.slot if declared else None,
                 parts=("inbox", "outbox") if declared else ("inbox",),

@@ -122,7 +122,10 @@ def _label_names(registry: CollectorRegistry) -> dict[str, tuple[str, ...]]:
 def _exporter() -> list[Metric]:
     state = PipelineState(
         0.0,
-        outboxes=[OutboxState(1, pending=0, dead=0, oldest_pending_s=0.0)],
+        outboxes=[
+            OutboxState(1, pending=0, dead=0, oldest_pending_s=0.0),
+            OutboxState(0, emit_ready=True),
+        ],
         slots=[SlotStatus("s", "pgoutput", "logical", True, "0/1", "0/1", 0, "reserved")],
         inbox=[InboxCount("c", "PROCESSED", 1)],
         connectors=[ConnectorState("c", "RUNNING", ("RUNNING",))],

@@ -22,6 +22,8 @@ WHEEL_MUST = (
     "cdcbox/_resources/schemas/sql/0001_outbox.sql",
     "cdcbox/_resources/connectors/outbox-postgres.yaml",
     "cdcbox/_resources/connectors/fleet/orders.yaml",
+    "cdcbox/_resources/connectors/messages/outbox-messages.yaml",
+    "cdcbox/_resources/schemas/sql/messages/functions/emit.sql",
     "cdcbox/_resources/infra/versions.env",
     "cdcbox/_resources/infra/observability/alerts.yml",
 )

@@ -60,7 +60,11 @@ def schema_defaults(names: DbNames) -> dict[str, str]:
     """With `--schema`, the spec's table and publication default to that schema's."""
     if names.schema == "public":
         return {}
-    return {"CDCBOX_OUTBOX_TABLE": names.outbox_qualified, "CDCBOX_PUBLICATION": names.publication}
+    return {
+        "CDCBOX_OUTBOX_TABLE": names.outbox_qualified,
+        "CDCBOX_PUBLICATION": names.publication,
+        "CDCBOX_MESSAGE_PREFIX": names.message_prefix,
+    }
 
 
 def _progress(name: str) -> Callable[[str], None]:

@@ -112,6 +112,11 @@ OPTIONS = [
         "Every COMMIT waits for its WAL flush (default: one flush before each offset commit).",
     ),
     _option(
+        "--emit-messages",
+        C.emit_messages,
+        "Handlers emit to the outbox without a table (a schema migrated --relay messages).",
+    ),
+    _option(
         "--park/--no-park",
         C.park_aggregates,
         "Dead-letter an aggregate's later events behind a dead-lettered one.",
@@ -199,6 +204,7 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
         dlq_suffix=o["dlq_suffix"],
         batch_mode=o["batch"],
         durable_each_commit=o["durable_each_commit"],
+        emit_messages=o["emit_messages"],
         park_aggregates=o["park"],
         parked_refresh_s=o["parked_refresh"],
         breaker=BreakerPolicy(

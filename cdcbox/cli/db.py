@@ -13,7 +13,8 @@ from cdcbox.connect.connectors import render
 from cdcbox.connect.services import Service
 from cdcbox.db import connect
 from cdcbox.errors import UsageError
-from cdcbox.migrate import PARTS, Part, RelayMode, migrate, render_sql
+from cdcbox.migrate import PARTS, RELAY_MODES, Part, RelayMode, migrate, render_sql
+from cdcbox.ops.message_checks import reads_messages
 from cdcbox.stack.secrets import read_password_properties
 
 only_option = click.option(
@@ -38,10 +39,11 @@ def db() -> None:
 @db.command("migrate")
 @click.option(
     "--relay",
-    type=click.Choice(["cdc", "polling"]),
-    default="cdc",
-    show_default=True,
-    help="polling also creates the relay's claim indexes.",
+    type=click.Choice(RELAY_MODES),
+    default=None,
+    help="polling also creates the relay's claim indexes; messages: the outbox without a "
+    "table (events as logical decoding messages, its slot required) [default: what "
+    "--service's spec reads, else cdc].",
 )
 @click.option(
     "--debezium-password-file",
@@ -54,7 +56,7 @@ def db() -> None:
     default="cdcbox_outbox",
     show_default=True,
     envvar="CDCBOX_SLOT_NAME",
-    help="The connector's replication slot, created now (CDC only) so that no event "
+    help="The connector's replication slot, created now (cdc, messages) so that no event "
     "written before the first `cdc-ctl apply` is lost.",
 )
 @click.option("--no-slot", is_flag=True, help="Leave the slot to the connector's first start.")
@@ -69,7 +71,7 @@ def db() -> None:
 @click.pass_context
 def migrate_command(
     ctx: click.Context,
-    relay: str,
+    relay: str | None,
     debezium_password_file: Path | None,
     slot: str,
     no_slot: bool,
@@ -83,8 +85,11 @@ def migrate_command(
     s = settings(ctx)
     dsn, names = s.require_dsn(), s.names
     if service_spec is not None:
-        service = service_of(service_spec)
+        spec = render(service_spec, os.environ)
+        service = service_of(service_spec, spec.service)
         dsn, names, slot = service.dsn(dsn), service.names, service.slot
+        relay = relay or ("messages" if reads_messages(spec.config) else None)
+    relay = relay or "cdc"
     with connect(dsn) as conn:
         applied = migrate(
             conn,
@@ -98,21 +103,27 @@ def migrate_command(
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
 
 
-def service_of(path: Path) -> Service:
-    """The service a spec declares, or `UsageError` naming the file."""
-    service = render(path, os.environ).service
+def service_of(path: Path, service: Service | None) -> Service:
+    """The service the spec at `path` declares, or `UsageError` naming the file."""
     if service is None:
         raise UsageError(f"{path} declares no service (a `service:` spec of connectors/)")
     return service
 
 
 @db.command("sql")
-@click.option("--relay", type=click.Choice(["cdc", "polling"]), default="cdc", show_default=True)
+@click.option("--relay", type=click.Choice(RELAY_MODES), default="cdc", show_default=True)
+@click.option(
+    "--slot",
+    default="cdcbox_outbox",
+    show_default=True,
+    envvar="CDCBOX_SLOT_NAME",
+    help="The slot the messages mode's function is guarded by (create it yourself).",
+)
 @only_option
 @click.pass_context
-def sql_command(ctx: click.Context, relay: str, only: str | None) -> None:
+def sql_command(ctx: click.Context, relay: str, slot: str, only: str | None) -> None:
     """Print the migrations as one SQL script, for your own migration tool (Alembic,
     Flyway); it records the versions, so `db migrate` later finds them applied."""
     s = settings(ctx)
-    script = render_sql(cast(RelayMode, relay), s.names, s.limits, _parts(only))
+    script = render_sql(cast(RelayMode, relay), s.names, s.limits, _parts(only), slot)
     click.echo(script, nl=False)

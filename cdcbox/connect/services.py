@@ -57,6 +57,7 @@ class Service:
             "CDCBOX_CONNECTOR_NAME": self.connector,
             "CDCBOX_SLOT_NAME": self.slot,
             "CDCBOX_PUBLICATION": self.names.publication,
+            "CDCBOX_MESSAGE_PREFIX": self.names.message_prefix,
             "CDCBOX_OUTBOX_TABLE": self.names.outbox_qualified,
             "CDCBOX_TOPIC_PREFIX": self.topic_prefix,
         }

@@ -30,7 +30,7 @@ import psycopg
 from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.event import Event
-from cdcbox.producer.outbox import NewEvent
+from cdcbox.producer.outbox import NewEvent, slot_refusal
 from cdcbox.telemetry.tracing import in_current_context
 
 T = TypeVar("T")
@@ -62,11 +62,11 @@ class AsyncHandler(BaseHandler):
         self, conn: psycopg.AsyncConnection[Any], cause: Event, event: NewEvent
     ) -> uuid.UUID:
         """`Handler.emit`, awaited, on the `AsyncConnection` `handle` got."""
-        statement, row = require_outbox(self.outbox, type(self).__name__).one(
-            conn, caused_by(cause, event)
-        )
-        await conn.execute(statement, row.params())
-        return row.event_id
+        outbox = require_outbox(self.outbox, type(self).__name__)
+        prepared = outbox.one(conn, caused_by(cause, event))
+        with slot_refusal(outbox.messages):
+            await conn.execute(prepared.statement, prepared.params)
+        return prepared.event_ids[0]
 
     def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
         run_on_loop(in_current_context(self.handle(event, async_view(conn))))

@@ -71,6 +71,9 @@ class ConsumerConfig:
     metrics_host: str = "127.0.0.1"
     # The Avro schema catalogue (schemas/avro) for decoding Avro payloads.
     schemas: Catalogue | None = None
+    # The outbox `Handler.emit` writes to without a table (`cdcbox.producer.messages`):
+    # set it when this service's database was migrated with `--relay messages`.
+    emit_messages: bool = False
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     # Latency: the broker answers a fetch as soon as data arrives or after this wait.
     fetch_max_wait_ms: int = 50

@@ -54,10 +54,14 @@ def dispatch_table(handlers: Sequence[BaseHandler]) -> dict[str, tuple[BaseHandl
 
 
 def bind_outboxes(
-    handlers: Sequence[BaseHandler], names: DbNames, schemas: Catalogue | None
+    handlers: Sequence[BaseHandler],
+    names: DbNames,
+    schemas: Catalogue | None,
+    messages: bool = False,
 ) -> None:
     """Give each handler that names no outbox the consumer's own for `Handler.emit` (its
-    schema, and its Avro catalogue, so emitted Avro event types are encoded and checked)."""
+    schema, its Avro catalogue, so emitted Avro event types are encoded and checked, and
+    its mode: the table, or `messages`)."""
     for handler in handlers:
         if handler.outbox is None:
-            handler.outbox = Outbox(names, schemas)
+            handler.outbox = Outbox(names, schemas, messages=messages)

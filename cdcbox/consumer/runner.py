@@ -54,7 +54,7 @@ class Consumer:
         self.config = config
         self.stats = ConsumerStats()
         self._dispatch = dispatch_table(self.handlers)
-        bind_outboxes(self.handlers, names, config.schemas)
+        bind_outboxes(self.handlers, names, config.schemas, config.emit_messages)
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self._reload_parked = threading.Event()  # set by the assignment listener

@@ -81,15 +81,22 @@ def _outbox(outboxes: Sequence[OutboxState], labelled: bool) -> list[Metric]:
         "Age of the oldest row the polling relay has still to send",
         labelled,
     )
+    ready = _gauge(
+        "cdcbox_outbox_emit_ready",
+        "The outbox without a table: 1 while its slot lets producers emit, 0 while they refuse",
+        labelled,
+    )
     for o in outboxes:
         service = [o.service] if labelled else []
         appended.add_metric(service, o.last_id)
+        if o.emit_ready is not None:
+            ready.add_metric(service, 1.0 if o.emit_ready else 0.0)
         if o.pending is not None and o.dead is not None:
             rows.add_metric([*service, "pending"], o.pending)
             rows.add_metric([*service, "dead"], o.dead)
         if o.oldest_pending_s is not None:
             oldest.add_metric(service, o.oldest_pending_s)
-    return [family for family in (appended, rows, oldest) if family.samples]
+    return [family for family in (appended, rows, oldest, ready) if family.samples]
 
 
 def _slots(state: PipelineState) -> list[Metric]:

@@ -44,6 +44,9 @@ class OutboxState:
     dead: int | None = None
     oldest_pending_s: float | None = None
     service: str = ""  # whose outbox ("": the one database of --dsn)
+    # The outbox without a table: whether its producers can emit (its slot is healthy);
+    # None for the table outbox. Its events leave no rows, so `last_id` stays 0.
+    emit_ready: bool | None = None
 
 
 # The window of the inbox's finished rows a reading counts (PROCESSED, SKIPPED).
@@ -208,8 +211,12 @@ def read_database(
         )
     outbox = None
     if has_outbox:
-        polling = recorded_relay_mode(conn, names) == "polling"
-        outbox = dataclasses.replace(read_outbox(conn, names, polling), service=service)
+        mode = recorded_relay_mode(conn, names)
+        outbox = dataclasses.replace(
+            read_outbox(conn, names, mode == "polling"),
+            service=service,
+            emit_ready=emit_ready(conn, names) if mode == "messages" else None,
+        )
     if not has_inbox:
         return outbox, [], [], None
     estimate = conn.execute(
@@ -228,6 +235,12 @@ def read_parked(conn: psycopg.Connection[Any], names: DbNames, service: str) -> 
         )
     ).fetchall()
     return [ParkedCount(consumer, int(n), service) for consumer, n in rows]
+
+
+def emit_ready(conn: psycopg.Connection[Any], names: DbNames) -> bool:
+    """Whether the outbox without a table can emit now (migration `emit_function_sql`)."""
+    row = conn.execute(sql.SQL("SELECT {}()").format(names.emit_ready_function)).fetchone()
+    return bool(row and row[0])
 
 
 def read_outbox(conn: psycopg.Connection[Any], names: DbNames, polling: bool) -> OutboxState:

@@ -53,10 +53,11 @@ def _outbox(current: PipelineState, previous: PipelineState | None, seconds: flo
     named = any(o.service for o in current.outboxes)
     if named:
         table.add_column("service")
-    for column in ("last id", "appended/s", "pending (polling)", "dead", "oldest pending"):
+    columns = ("last id", "appended/s", "pending (polling)", "dead", "oldest pending", "emit")
+    for column in columns:
         table.add_column(column, justify="right")
     if not current.outboxes:
-        table.add_row(*["-"] * (6 if named else 5))
+        table.add_row(*["-"] * (len(columns) + named))
     before = {o.service: o.last_id for o in previous.outboxes} if previous else {}
     for o in current.outboxes:
         oldest = "-" if o.oldest_pending_s is None else f"{o.oldest_pending_s:,.1f} s"
@@ -67,8 +68,16 @@ def _outbox(current: PipelineState, previous: PipelineState | None, seconds: flo
             _count(o.pending),
             _count(o.dead),
             oldest,
+            _emit(o.emit_ready),
         )
     return table
+
+
+def _emit(ready: bool | None) -> str | Text:
+    """The outbox without a table: whether its producers can emit; "-" for a table."""
+    if ready is None:
+        return "-"
+    return "ready" if ready else Text("REFUSING (slot)", style="bold red")
 
 
 def _slots(current: PipelineState) -> Table:

@@ -23,6 +23,11 @@ from cdcbox.migrate import notify_trigger_exists, publication_covers, recorded_r
 from cdcbox.names import DbNames
 from cdcbox.ops.check import Check
 from cdcbox.ops.limit_checks import connector_limit_check, table_limit_check, topic_limit_checks
+from cdcbox.ops.message_checks import (
+    messages_outbox_check,
+    reads_messages,
+    refuse_unpublishable_messages,
+)
 from cdcbox.ops.slots import slot_status
 
 
@@ -57,14 +62,18 @@ def database_checks(
     role, the publication, the outbox columns the router maps, a slot that advances."""
     config = spec.config
     slot = config.get("slot.name", "")
+    messages = reads_messages(config)
     with conn.transaction():
+        role = config.get("database.user", names.debezium_role)
         return [
             _wal_level(conn),
             *_replication_capacity(conn, slot),
-            _debezium_role(conn, config.get("database.user", names.debezium_role), names),
-            _publication(conn, config, names),
+            _debezium_role(conn, role, names, needs_select=not messages),
+            messages_outbox_check(conn, config, names)
+            if messages
+            else _publication(conn, config, names),
             _slot_database(conn, slot),
-            _outbox_columns(conn, config, names),
+            *([] if messages else [_outbox_columns(conn, config, names)]),
             _slot_retention(conn, slot, max_retained_bytes),
         ]
 
@@ -73,11 +82,12 @@ def relay_wakeup_check(conn: psycopg.Connection[Any], names: DbNames) -> Check:
     """How a polling relay of this outbox is woken: not at all on a CDC database (its
     connector publishes, and `relay run` refuses), at COMMIT by the NOTIFY trigger, or
     only by its poll when the trigger is missing."""
-    if recorded_relay_mode(conn, names) != "polling":
+    recorded = recorded_relay_mode(conn, names)
+    if recorded != "polling":
         return Check(
             "relay wake-up",
             True,
-            f"{names.outbox_qualified}: migrated for CDC, the connector publishes "
+            f"{names.outbox_qualified}: migrated for {recorded}, the connector publishes "
             "(`relay run` refuses this database)",
         )
     woken = notify_trigger_exists(conn, names)
@@ -128,7 +138,9 @@ def _replication_capacity(conn: psycopg.Connection[Any], slot: str) -> list[Chec
     ]
 
 
-def _debezium_role(conn: psycopg.Connection[Any], role: str, names: DbNames) -> Check:
+def _debezium_role(
+    conn: psycopg.Connection[Any], role: str, names: DbNames, needs_select: bool = True
+) -> Check:
     rights = conn.execute(
         "SELECT r.rolreplication, r.rolcanlogin, has_table_privilege(r.rolname, %s, "
         "'SELECT') FROM pg_roles r WHERE r.rolname = %s",
@@ -141,7 +153,7 @@ def _debezium_role(conn: psycopg.Connection[Any], role: str, names: DbNames) -> 
     )
     return Check(
         "debezium role",
-        rights == (True, True, True),
+        rights is not None and rights[:2] == (True, True) and (rights[2] or not needs_select),
         f"{role}: {detail}",
         "run `cdc-ctl db migrate` (it creates the role with LOGIN REPLICATION and "
         "SELECT on the outbox)",
@@ -205,7 +217,9 @@ def refuse_unpublishable(
             ]
         table = config.get("table.include.list", names.outbox_qualified)
         publication = config.get("publication.name", names.publication)
-        if not publication_covers(conn, publication, table):
+        if reads_messages(config):
+            refuse_unpublishable_messages(conn, config, names)
+        elif not publication_covers(conn, publication, table):
             raise UsageError(
                 f"publication {publication!r} does not cover {table}: the connector would "
                 "run and publish none of its rows (`cdc-ctl --schema SCHEMA db migrate` "

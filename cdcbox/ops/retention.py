@@ -121,6 +121,11 @@ def purge_outbox(
             f"purge would delete rows that relay still needs (use --relay {recorded})"
         )
     mode = recorded
+    if mode == "messages":
+        raise UsageError(
+            f"schema {names.schema!r} was migrated for the outbox without a table: it "
+            "writes no rows, so there is nothing to purge (Kafka's retention is its only copy)"
+        )
     cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
     capped = False
     if mode == "cdc":

@@ -18,6 +18,10 @@ import psycopg
 from cdcbox.errors import UsageError
 from cdcbox.names import DbNames
 
+# The prefix of the messages the connector's heartbeat.action.query writes (the specs
+# of connectors/): they only move the slot, and are no one's events.
+HEARTBEAT_PREFIX = b"cdcbox-heartbeat"
+
 
 @dataclass(frozen=True)
 class SlotStatus:
@@ -46,17 +50,23 @@ def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
 
 
 def unpublished_inserts(conn: psycopg.Connection[Any], name: str, publication: str) -> int:
-    """Outbox inserts the slot holds past its confirmed position: what dropping it loses.
+    """Events the slot holds past its confirmed position: what dropping it loses.
 
-    Peeks (does not consume) the slot's changes through the publication, so only rows of
-    the published outbox table count. The slot must be inactive.
+    Peeks (does not consume) the slot's changes through the publication: inserts into
+    the published outbox table, and transactional logical decoding messages of any
+    prefix but the connector's heartbeat (the outbox without a table, whose events
+    exist nowhere else). The slot must be inactive.
     """
     with conn.transaction():
         row = conn.execute(
             "SELECT count(*) FROM pg_logical_slot_peek_binary_changes("
-            "%s, NULL, NULL, 'proto_version', '1', 'publication_names', %s) "
-            "WHERE get_byte(data, 0) = ascii('I')",
-            (name, publication),
+            "%s, NULL, NULL, 'proto_version', '1', 'publication_names', %s, "
+            "'messages', 'true') "
+            # An insert ('I'), or a message ('M', flags, LSN, then its prefix at byte 10)
+            # that is transactional (flags 1) and not a heartbeat.
+            "WHERE get_byte(data, 0) = ascii('I') OR (get_byte(data, 0) = ascii('M') "
+            "AND get_byte(data, 1) = 1 AND substring(data FROM 11 FOR %s) <> %s)",
+            (name, publication, len(HEARTBEAT_PREFIX) + 1, HEARTBEAT_PREFIX + b"\x00"),
         ).fetchone()
     assert row is not None
     return int(row[0])

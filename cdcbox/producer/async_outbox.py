@@ -18,7 +18,7 @@ from psycopg.pq import TransactionStatus
 from cdcbox.errors import UsageError
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
-from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent, Outbox, slot_refusal
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -34,21 +34,24 @@ class AsyncOutbox:
         names: DbNames = DbNames(),
         schemas: Catalogue | None = None,
         limits: EventLimits = EventLimits(),
+        messages: bool = False,
     ) -> None:
-        self.outbox = Outbox(names, schemas, limits)
+        self.outbox = Outbox(names, schemas, limits, messages)
 
     async def append(self, conn: psycopg.AsyncConnection[Any], event: NewEvent) -> uuid.UUID:
-        statement, row = self.outbox.one(conn, event)
-        await conn.execute(statement, row.params())
-        return row.event_id
+        prepared = self.outbox.one(conn, event)
+        with slot_refusal(self.outbox.messages):
+            await conn.execute(prepared.statement, prepared.params)
+        return prepared.event_ids[0]
 
     async def append_many(
         self, conn: psycopg.AsyncConnection[Any], events: Iterable[NewEvent]
     ) -> list[uuid.UUID]:
-        statement, columns = self.outbox.many(conn, events)
-        if columns:
-            await conn.execute(statement, columns)
-        return columns[0] if columns else []
+        prepared = self.outbox.many(conn, events)
+        if prepared.event_ids:
+            with slot_refusal(self.outbox.messages):
+                await conn.execute(prepared.statement, prepared.params)
+        return prepared.event_ids
 
 
 async def session_connection(session: AsyncSession) -> psycopg.AsyncConnection[Any]:

@@ -8,9 +8,10 @@ before the first byte is written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,29 +19,19 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from cdcbox.errors import SchemaError, UsageError
+from cdcbox.errors import SchemaError, SlotUnavailable, UsageError
 from cdcbox.event import MAX_VERSION
 from cdcbox.ids import uuid7
 from cdcbox.limits import AGGREGATE_TYPE, FIELD_MAX_BYTES, EventLimits
 from cdcbox.names import DbNames
+from cdcbox.producer.columns import EVENT_COLUMNS
+from cdcbox.producer.messages import emit_params, emit_statement
 from cdcbox.telemetry.tracing import current_traceparent
 from cdcbox.wire import CONTENT_TYPE_JSON, DLQ_SUFFIX
 
 if TYPE_CHECKING:
     from cdcbox.avro import Catalogue  # Avro (fastavro) only for those who load one
 
-# The columns a producer writes; the polling relay reads the same ones back.
-EVENT_COLUMNS = (
-    "event_id",
-    "aggregate_type",
-    "aggregate_id",
-    "aggregate_version",
-    "event_type",
-    "payload",
-    "content_type",
-    "trace_id",
-    "causation_id",
-)
 _TYPES = ("uuid", "text", "text", "bigint", "text", "bytea", "text", "text", "text")
 ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 # What the transaction check reads: a psycopg Connection or AsyncConnection.
@@ -173,20 +164,36 @@ def event_row(
     )
 
 
+@dataclass(frozen=True)
+class PreparedAppend:
+    """An append, checked and encoded: one statement and its parameters, and the ids of
+    the events it writes (none: nothing to send)."""
+
+    statement: sql.Composed
+    params: Sequence[Any]
+    event_ids: list[uuid.UUID]
+
+
 class Outbox:
-    """Appends events to one outbox table; construct once, share freely (holds no connection)."""
+    """Appends events to one outbox, in the caller's transaction; construct once, share
+    freely (holds no connection). The table outbox by default; with `messages`, the
+    outbox without a table (`cdcbox.producer.messages`), same API, same records."""
 
     def __init__(
         self,
         names: DbNames = DbNames(),
         schemas: Catalogue | None = None,
         limits: EventLimits = EventLimits(),
+        messages: bool = False,
     ) -> None:
         """`schemas`: event types it declares are validated, and Avro ones encoded.
-        `limits`: the payload size the table's CHECK allows (see cdcbox.limits)."""
+        `limits`: the payload size the table's CHECK allows (see cdcbox.limits).
+        `messages`: emit logical decoding messages, no rows (the schema must have been
+        migrated with `--relay messages`)."""
         self.names = names
         self.schemas = schemas
         self.limits = limits
+        self.messages = messages
         # created_at (the router's record timestamp) and occurred_at (the ISO-8601 header)
         # come from one clock reading, so both relays report the same instant.
         template = sql.SQL(
@@ -211,38 +218,61 @@ class Outbox:
                 sql.SQL(", ").join(sql.SQL("%s::" + t + "[]") for t in _TYPES)
             ),
         )
+        self._emit = emit_statement(names)
 
     def append(self, conn: psycopg.Connection[Any], event: NewEvent) -> uuid.UUID:
         """Append one event in the open transaction of `conn`; returns its event id."""
-        statement, row = self.one(conn, event)
-        conn.execute(statement, row.params())
-        return row.event_id
+        prepared = self.one(conn, event)
+        with slot_refusal(self.messages):
+            conn.execute(prepared.statement, prepared.params)
+        return prepared.event_ids[0]
 
     def append_many(
         self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]
     ) -> list[uuid.UUID]:
         """Append many events with one statement (one round trip, whatever the count)."""
-        statement, columns = self.many(conn, events)
-        if columns:
-            conn.execute(statement, columns)
-        return columns[0] if columns else []
+        prepared = self.many(conn, events)
+        if prepared.event_ids:
+            with slot_refusal(self.messages):
+                conn.execute(prepared.statement, prepared.params)
+        return prepared.event_ids
 
-    def one(self, conn: ConnectionInfoSource, event: NewEvent) -> tuple[sql.Composed, EventRow]:
-        """The statement and row of `append`, checked (the event, then that `conn` is
-        inside a transaction) before anything is sent: shared by the async outbox."""
+    def one(self, conn: ConnectionInfoSource, event: NewEvent) -> PreparedAppend:
+        """The statement of `append`, checked (the event, then that `conn` is inside a
+        transaction) before anything is sent: shared by the async outbox."""
         row = event_row(event, self.schemas, self.limits)
         _require_transaction(conn)
-        return self._insert_one, row
+        if self.messages:
+            return PreparedAppend(self._emit, emit_params([row.params()]), [row.event_id])
+        return PreparedAppend(self._insert_one, row.params(), [row.event_id])
 
-    def many(
-        self, conn: ConnectionInfoSource, events: Iterable[NewEvent]
-    ) -> tuple[sql.Composed, Sequence[list[Any]]]:
-        """The statement and column arrays of `append_many` (empty: nothing to send)."""
-        rows = [event_row(e, self.schemas, self.limits).params() for e in events]
+    def many(self, conn: ConnectionInfoSource, events: Iterable[NewEvent]) -> PreparedAppend:
+        """The statement of `append_many` (no event ids: nothing to send)."""
+        rows = [event_row(e, self.schemas, self.limits) for e in events]
+        ids = [r.event_id for r in rows]
         if not rows:
-            return self._insert_many, []
+            return PreparedAppend(self._insert_many, [], [])
         _require_transaction(conn)
-        return self._insert_many, [list(c) for c in zip(*rows, strict=True)]
+        params = [r.params() for r in rows]
+        if self.messages:
+            return PreparedAppend(self._emit, emit_params(params), ids)
+        columns = [list(c) for c in zip(*params, strict=True)]
+        return PreparedAppend(self._insert_many, columns, ids)
+
+
+@contextlib.contextmanager
+def slot_refusal(messages: bool) -> Iterator[None]:
+    """The emitting function's refusal (its slot missing or invalidated) as
+    `SlotUnavailable`, one line naming the slot; the transaction is failed either way."""
+    try:
+        yield
+    except psycopg.errors.ObjectNotInPrerequisiteState as e:
+        if not messages:
+            raise
+        raise SlotUnavailable(
+            f"{e.diag.message_primary}; the transaction is failed, roll it back "
+            "(`cdc-ctl db migrate --relay messages` creates the slot)"
+        ) from e
 
 
 def _require_transaction(conn: ConnectionInfoSource) -> None:

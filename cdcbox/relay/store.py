@@ -19,7 +19,7 @@ from psycopg import sql
 from cdcbox.errors import UsageError
 from cdcbox.migrate import notify_trigger_exists, recorded_relay_mode
 from cdcbox.names import DbNames
-from cdcbox.producer.outbox import EVENT_COLUMNS
+from cdcbox.producer.columns import EVENT_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,13 @@ def refuse_unservable(conn: psycopg.Connection[Any], names: DbNames, listen: boo
     polling relay must not run: on an outbox migrated for CDC, whose connector already
     publishes it (the relay would publish every event a second time); or with `listen`
     where no NOTIFY trigger would wake it (it would poll in silence)."""
-    if recorded_relay_mode(conn, names) != "polling":
+    recorded = recorded_relay_mode(conn, names)
+    if recorded == "messages":
+        raise UsageError(
+            f"schema {names.schema!r} was migrated for the outbox without a table: its "
+            "events are logical decoding messages, which only its connector reads"
+        )
+    if recorded != "polling":
         raise UsageError(
             f"schema {names.schema!r} was migrated for CDC: its connector publishes the "
             "outbox, and a polling relay would publish every event a second time; "

@@ -190,8 +190,8 @@ def spec_file(tmp_path: Path, stack: Endpoints, connect_client: ConnectClient) -
     topics, so applying it never disturbs the connector the other tests use."""
     created: list[tuple[str, str]] = []
 
-    def write(**overrides: Any) -> tuple[Path, str]:
-        spec = yaml.safe_load((resource_dir("connectors") / "outbox-postgres.yaml").read_text())
+    def write(base: str = "outbox-postgres.yaml", **overrides: Any) -> tuple[Path, str]:
+        spec = yaml.safe_load((resource_dir("connectors") / base).read_text())
         name = unique("test-connector")
         slot = name.replace("-", "_")
         spec["name"] = name
@@ -202,6 +202,9 @@ def spec_file(tmp_path: Path, stack: Endpoints, connect_client: ConnectClient) -
                 "topic.prefix": name,
             }
         )
+        for key in [k for k in spec["config"] if k.startswith("predicates.")]:
+            if key.endswith(".pattern"):  # the messages spec's: <topic.prefix>[.]message
+                spec["config"][key] = f"{name}[.]message"
         for key, value in overrides.items():
             if value is None:
                 spec["config"].pop(key, None)

@@ -15,7 +15,8 @@ from cdcbox import wire
 from cdcbox.consumer import Event, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.names import DbNames
-from cdcbox.producer.outbox import EVENT_COLUMNS, ISO_FORMAT, NewEvent, Outbox, event_row
+from cdcbox.producer.columns import EVENT_COLUMNS
+from cdcbox.producer.outbox import ISO_FORMAT, NewEvent, Outbox, event_row
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects
 from tests.e2e.topics import read_topic

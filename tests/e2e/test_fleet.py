@@ -8,23 +8,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import yaml
 from click.testing import CliRunner
 from psycopg import sql
 
 from cdcbox.cli.main import cli
 from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import ConnectorSpec, load_specs
 from cdcbox.connect.offsets import delete_forgetting_offsets
 from cdcbox.consumer import Outcome
 from cdcbox.observe.exporter import metrics_of
 from cdcbox.observe.pipeline_state import ServiceDb, Sources, read_state
+from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
 from consumer.demo import run_fleet
-from consumer.fleet import FLEET, INVENTORY, ORDERS, fleet_specs
-from tests.helpers import eventually
+from consumer.fleet import FLEET, INVENTORY, ORDERS, fleet_specs, producing_specs
+from tests.helpers import drop_slot_once_released, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -99,6 +103,66 @@ def test_the_fleet_is_exact_at_both_hops(stack: Endpoints, deployed_fleet: None)
     assert (run.replay[Outcome.DUPLICATE], run.answers_after_replay) == (n, n)
     assert len(run.round_trip_ms) == n
     _answers_name_their_orders_as_cause(stack, run.run)
+    _stock_is_conserved(stack, run.run)
+
+
+@pytest.fixture
+def inventory_without_a_table(
+    stack: Endpoints, connect_client: ConnectClient, tmp_path: Path
+) -> Iterator[dict[str, ConnectorSpec]]:
+    """The fleet's producing specs with inventory's outbox the one without a table, in a
+    schema of its own of inventory's database (its public schema keeps the table outbox
+    the other fleet tests migrate); its connector, slot and schema removed after."""
+    path = tmp_path / "inventory.yaml"
+    base = resource_dir("connectors") / "messages" / "outbox-messages.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "service": {"name": "inventory", "database": "inventory", "schema": "inv_msgs"},
+                "base": str(base),
+            }
+        )
+    )
+    (spec,) = load_specs(path)
+    assert spec.service is not None
+    with psycopg.connect(INVENTORY.dsn(stack.dsn), autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS inv_msgs")
+    migrated = invoke("db", "migrate", "--service", str(path))  # the mode: the spec's
+    assert "messages/0001_emit" in migrated.output
+    yield {**producing_specs(), "inventory": spec}
+    for name in ("orders-outbox", spec.name):
+        if connect_client.config(name) is not None:
+            delete_forgetting_offsets(connect_client, name)
+    for slot in ("cdcbox_orders", spec.service.slot):
+        drop_slot_once_released(stack.dsn, slot)
+    with psycopg.connect(INVENTORY.dsn(stack.dsn), autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS inv_msgs CASCADE")
+        conn.execute(
+            sql.SQL("DROP PUBLICATION IF EXISTS {}").format(
+                sql.Identifier(spec.service.names.publication)
+            )
+        )
+
+
+def test_inventory_on_the_outbox_without_a_table_is_exact_at_both_hops(
+    stack: Endpoints, inventory_without_a_table: dict[str, ConnectorSpec]
+) -> None:
+    """Issue 35: the demo's order flow with inventory answering through logical decoding
+    messages (`connectors/messages/`), orders through its table: every hop exact, as
+    with both tables, and a full redelivery to inventory emits no answer again."""
+    run = run_fleet(
+        stack.dsn, stack.bootstrap_servers, ORDERS_COUNT, 2, 40.0, 120, inventory_without_a_table
+    )
+    n = ORDERS_COUNT
+    reserved, rejected = run.answers["StockReserved"], run.answers["StockRejected"]
+    assert applied_per_service(stack, run.run)["points"] == n
+    assert (reserved + rejected, run.answered_orders) == (n, n)
+    assert (run.statuses["CONFIRMED"], run.statuses["CANCELLED"]) == (reserved, rejected)
+    assert (run.final_statuses["PAID"], run.reconciled) == (reserved, rejected)
+    assert (run.replay[Outcome.DUPLICATE], run.answers_after_replay) == (n, n)
+    with psycopg.connect(INVENTORY.dsn(stack.dsn)) as conn:
+        rows = conn.execute("SELECT count(*) FROM inv_msgs.outbox_event").fetchone()
+    assert rows == (0,)  # no row written: every answer was a message
     _stock_is_conserved(stack, run.run)
 
 

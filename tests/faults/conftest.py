@@ -48,21 +48,23 @@ def parts(native_stack: StackConfig, stack: Endpoints) -> Iterator[NativeParts]:
     connector_running(found.client)
 
 
-def connector_running(client: ConnectClient, timeout: float = 120) -> None:
+def connector_running(
+    client: ConnectClient, timeout: float = 120, connector: str = CONNECTOR
+) -> None:
     """The connector and its task RUNNING; a task that FAILED while a component it needs
     was away is restarted, as the runbook says (`connectors restart --failed-only`)."""
 
     def running() -> bool:
-        status = client.status(CONNECTOR)
+        status = client.status(connector)
         if status is None:
             return False
         tasks = [t["state"] for t in status["tasks"]]
         if "FAILED" in tasks or status["connector"]["state"] == "FAILED":
-            client.restart(CONNECTOR, include_tasks=True, only_failed=True)
+            client.restart(connector, include_tasks=True, only_failed=True)
             return False
         return status["connector"]["state"] == "RUNNING" and tasks == ["RUNNING"]
 
-    eventually(running, timeout=timeout, interval=1.0, what=f"{CONNECTOR} RUNNING")
+    eventually(running, timeout=timeout, interval=1.0, what=f"{connector} RUNNING")
 
 
 def walwriter_pid(dsn: str) -> int:

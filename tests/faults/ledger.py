@@ -27,6 +27,7 @@ from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.names import DbNames
+from tests.faults.messages import committed_business
 from tests.faults.writers import UNHANDLED_TYPE
 
 EFFECTS_DDL = """
@@ -83,10 +84,13 @@ class Ledger:
 
 
 def committed_events(
-    dsn: str, aggregate_type: str, names: DbNames = DbNames()
+    dsn: str, aggregate_type: str, names: DbNames = DbNames(), messages: bool = False
 ) -> dict[uuid.UUID, tuple[str, int]]:
     """event id -> (aggregate id, write sequence n) of every committed outbox row whose
-    event an effect must follow (not the writers' `UNHANDLED_TYPE`)."""
+    event an effect must follow (not the writers' `UNHANDLED_TYPE`); with `messages`,
+    of every committed business row (the outbox without a table keeps no rows)."""
+    if messages:
+        return committed_business(dsn, aggregate_type, names, UNHANDLED_TYPE)
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
             sql.SQL(
@@ -203,8 +207,9 @@ def compute(
     rolled_back: set[uuid.UUID],
     safeguard_off: str = "",
     names: DbNames = DbNames(),
+    messages: bool = False,
 ) -> Ledger:
-    committed = committed_events(dsn, aggregate_type, names)
+    committed = committed_events(dsn, aggregate_type, names, messages)
     delivered = delivered_ids(bootstrap_servers, wire.topic_for(aggregate_type))
     effects = effect_rows(dsn, consumer)
     applied = {e[0] for e in effects}

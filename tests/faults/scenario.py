@@ -18,6 +18,7 @@ import psycopg
 from cdcbox.names import DbNames
 from cdcbox.stack.endpoints import Endpoints
 from tests.faults import ledger
+from tests.faults.messages import MessagesOutbox
 from tests.faults.writers import Writers
 from tests.helpers import eventually, migrated_schema, unique
 
@@ -148,6 +149,10 @@ class Scenario:
     handler: str = LEDGER_HANDLER
     # Every k-th event of a type the handler does not take (0: none).
     unhandled_every: int = 0
+    # The outbox without a table (its schema, slot and connector) instead of the table;
+    # `unguarded`: its writers emit without the slot check (a safeguard-off row).
+    messages: MessagesOutbox | None = None
+    unguarded: bool = False
     aggregate_type: str = field(default_factory=lambda: unique("ledger"))
 
     def __post_init__(self) -> None:
@@ -163,7 +168,7 @@ class Scenario:
             self.fault_switches,
             self.handler,
         )
-        self.names = DbNames()
+        self.names = self.messages.names if self.messages else DbNames()
         if self.relays:
             self.names = migrated_schema(
                 self.stack.dsn, DbNames(schema=unique("relay")), mode="polling"
@@ -188,6 +193,8 @@ class Scenario:
                 rate_per_s=self.rate_per_s,
                 unhandled_every=self.unhandled_every,
                 names=self.names,
+                messages=self.messages is not None,
+                guarded=not self.unguarded,
             ) as writers:
                 self.writers = writers
                 eventually(
@@ -223,6 +230,7 @@ class Scenario:
             rolled_back=self.writers.rolled_back,
             safeguard_off=self.safeguard_off,
             names=self.names,
+            messages=self.messages is not None,
         )
 
     def stream_on(self, events: int) -> None:
@@ -242,7 +250,11 @@ class Scenario:
     def settle(self) -> None:
         """Wait until every committed event has an effect, or the deadline passes (the
         ledger then shows what was lost)."""
-        committed = set(ledger.committed_events(self.stack.dsn, self.aggregate_type, self.names))
+        committed = set(
+            ledger.committed_events(
+                self.stack.dsn, self.aggregate_type, self.names, self.messages is not None
+            )
+        )
         groups = [self.group, *([self.relay] if self.relays else [])]
         self.poll_until(
             lambda: committed <= ledger.applied_ids(self.stack.dsn, self.consumer), groups

@@ -18,8 +18,10 @@ from typing import Any
 
 import psycopg
 
+from cdcbox.errors import SlotUnavailable
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent, Outbox
+from tests.faults.messages import emit_unguarded, record_business
 from tests.helpers import eventually
 
 
@@ -36,9 +38,15 @@ class Writers:
         rollback_every: int = 13,
         unhandled_every: int = 0,
         names: DbNames = DbNames(),
+        messages: bool = False,
+        guarded: bool = True,
     ) -> None:
+        """`messages`: the outbox without a table (a business row records each event's
+        commit); `guarded` False: its messages emitted without the slot check."""
         self.dsn = dsn
         self.names = names
+        self.messages = messages
+        self.guarded = guarded
         self.aggregate_type = aggregate_type
         self.versioned = versioned
         self.rollback_every = rollback_every
@@ -86,7 +94,7 @@ class Writers:
             thread.join(timeout=60)
 
     def _run(self, t: int) -> None:
-        outbox = Outbox(self.names)
+        outbox = Outbox(self.names, messages=self.messages)
         next_n = [1] * self.aggregates_per_thread
         conn: psycopg.Connection[Any] | None = None
         i = 0
@@ -120,14 +128,19 @@ class Writers:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.dsn, connect_timeout=2)
                 with conn.transaction():
-                    outbox.append(conn, event)
+                    if self.messages:
+                        record_business(conn, self.names, event, n)
+                    if self.guarded:
+                        outbox.append(conn, event)
+                    else:
+                        emit_unguarded(conn, self.names, event)
                     if roll_back:
                         raise _RollBack
                 next_n[a] = n + 1
             except _RollBack:
                 with self._lock:
                     self.rolled_back.add(event_id)
-            except psycopg.Error:
+            except (psycopg.Error, SlotUnavailable):
                 next_n[a] = n + 1  # it may have committed: never reuse its n
                 with self._lock:
                     self.errors += 1

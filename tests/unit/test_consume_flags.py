@@ -82,6 +82,7 @@ def test_every_field_is_a_flag_and_an_environment_variable(
         "parked_refresh_s": ("CDCBOX_PARKED_REFRESH", "1.5", 1.5),
         "batch_mode": ("CDCBOX_BATCH", "true", True),
         "durable_each_commit": ("CDCBOX_DURABLE_EACH_COMMIT", "true", True),
+        "emit_messages": ("CDCBOX_EMIT_MESSAGES", "true", True),
         "breaker.failing_aggregates": ("CDCBOX_BREAKER_AGGREGATES", "7", 7),
         "breaker.window_s": ("CDCBOX_BREAKER_WINDOW", "9", 9.0),
         "breaker.enabled": ("CDCBOX_BREAKER", "false", False),

@@ -88,6 +88,18 @@ def test_the_polling_backlog_is_exported_when_it_was_read() -> None:
     assert 'cdcbox_outbox_rows{state="pending"} 3.0' in text
     assert 'cdcbox_outbox_rows{state="dead"} 1.0' in text
     assert "cdcbox_outbox_oldest_pending_seconds 9.5" in text
+    assert "cdcbox_outbox_emit_ready" not in text  # a table outbox: nothing to say
+
+
+def test_the_outbox_without_a_table_exports_whether_it_can_emit() -> None:
+    for ready, value in ((True, "1.0"), (False, "0.0")):
+        text = exposition(
+            metrics_of(state(0, 0, 0, outboxes=[OutboxState(0, emit_ready=ready)]),
+                       Sources(dsn="postgresql://x"))
+        )  # fmt: skip
+        assert f"cdcbox_outbox_emit_ready {value}" in text
+    shown = render(state(0, 0, 0, outboxes=[OutboxState(0, emit_ready=False)]))
+    assert "REFUSING (slot)" in shown
 
 
 def render(*states: PipelineState) -> str:
