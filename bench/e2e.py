@@ -41,14 +41,24 @@ def measure(
     aggregate_type: str,
     rate: float,
     seconds: float,
+    messages: bool = False,
 ) -> dict[str, Any]:
+    """`rate` events/s for `seconds` into `schema`'s outbox (`messages`: the outbox
+    without a table), through to a cdcbox consumer process."""
     topic = wire.topic_for(aggregate_type)
     ensure_topics(KafkaSettings(bootstrap), [topic])
     consumer = ConsumerProcess(dsn, bootstrap, aggregate_type).start()
     with KafkaProbe(bootstrap, topic) as probe:
         started = time.monotonic()
         offered = loadgen.offer(
-            dsn, pgbench, schema, aggregate_type, rate, seconds, events_per_tx(rate)
+            dsn,
+            pgbench,
+            schema,
+            aggregate_type,
+            rate,
+            seconds,
+            events_per_tx(rate),
+            messages=messages,
         )
         wrote = time.monotonic()
         result = consumer.finish(offered.events, timeout_s=120)
@@ -76,13 +86,14 @@ def cdc_at_rate(
     return measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds)
 
 
-def own_schema(dsn: str, prefix: str, mode: RelayMode) -> DbNames:
-    """cdcbox's tables migrated into a schema of their own (`drop_schema` removes it)."""
+def own_schema(dsn: str, prefix: str, mode: RelayMode, slot: str | None = None) -> DbNames:
+    """cdcbox's tables migrated into a schema of their own (`drop_schema` removes it);
+    the messages mode needs its `slot`."""
     names = DbNames(schema=f"{prefix}_{uuid.uuid4().hex[:8]}")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
     with psycopg.connect(dsn) as conn:
-        migrate(conn, names=names, mode=mode)
+        migrate(conn, names=names, mode=mode, slot=slot)
     return names
 
 

@@ -90,11 +90,11 @@ def _leg(
         yield Leg(service)
     finally:
         client.delete(spec.name)
-        _drop_slot_when_released(dsn, service.slot)
+        drop_slot_when_released(dsn, service.slot)
         e2e.drop_schema(dsn, names)
 
 
-def _drop_slot_when_released(dsn: str, slot: str, timeout_s: float = 60) -> None:
+def drop_slot_when_released(dsn: str, slot: str, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     with psycopg.connect(dsn, autocommit=True) as conn:
         while time.monotonic() < deadline:

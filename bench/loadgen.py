@@ -53,7 +53,33 @@ class Offered:
         return {**asdict(self), "reached": self.reached}
 
 
-def script(schema: str, aggregate_type: str, events_per_tx: int) -> str:
+def message_body_sql(aggregate_type: str, aggregate_id: str, version: str) -> str:
+    """SQL for the body `cdcbox.producer.messages.message_body` writes for a Bench event
+    with payload {"n": g} (`aggregate_id` and `version`: SQL expressions)."""
+    return (
+        f'convert_to(\'"event_id":"\' || {UUID7} || \'","aggregate_type":'
+        f'"{aggregate_type}","aggregate_id":"\' || {aggregate_id} || '
+        f'\'","aggregate_version":\' || {version} || \',"event_type":"Bench",'
+        '"payload":"{\\"n\\":\' || g || \'}","content_type":'
+        '"application/json","trace_id":"","causation_id":""}\', \'UTF8\')'
+    )
+
+
+def script(schema: str, aggregate_type: str, events_per_tx: int, messages: bool = False) -> str:
+    """One transaction of `events_per_tx` events: one INSERT into the outbox table, or
+    (`messages`) one call of the emitting function, as cdcbox's producer sends them."""
+    if messages:
+        body = message_body_sql(
+            aggregate_type,
+            "(:client_id * 100000 + (:aid + g) % 5000)::text",
+            f"nextval('{schema}.bench_version')",
+        )
+        return (
+            "\\set aid random(1, 1000000)\n"
+            f"SELECT {schema}.outbox_event_emit(array_fill('{aggregate_type}'::text, "
+            f"ARRAY[{events_per_tx}]), ARRAY(SELECT {body} "
+            f"FROM generate_series(1, {events_per_tx}) g ORDER BY g));\n"
+        )
     return (
         "\\set aid random(1, 1000000)\n"
         f"INSERT INTO {schema}.outbox_event (event_id, aggregate_type, aggregate_id, "
@@ -86,6 +112,7 @@ def pgbench_command(
     clients: int,
     transactions: int | None = None,
     log_prefix: Path | None = None,
+    messages: bool = False,
 ) -> Iterator[list[str]]:
     """The pgbench command line (its script exists while the block runs): for `seconds`,
     or for `transactions` in all when given; with `log_prefix`, each transaction logged
@@ -93,7 +120,7 @@ def pgbench_command(
     prepare(dsn, schema)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "outbox.sql"
-        path.write_text(script(schema, aggregate_type, events_per_tx))
+        path.write_text(script(schema, aggregate_type, events_per_tx, messages))
         command = [str(pgbench), "-n", "-c", str(clients), "-j", str(min(clients, 2))]
         if log_prefix is not None:
             command += ["-l", f"--log-prefix={log_prefix}"]
@@ -118,6 +145,7 @@ def offer(
     clients: int = 4,
     transactions: int | None = None,
     log_transactions: bool = False,
+    messages: bool = False,
 ) -> Offered:
     """Write events at `rate` events/s (None: as fast as pgbench can) for `seconds` (or
     `transactions` in all); with `log_transactions`, the percentiles of pgbench's own
@@ -135,6 +163,7 @@ def offer(
             clients,
             transactions,
             prefix,
+            messages,
         ) as command:
             started = time.perf_counter()
             out = subprocess.run(

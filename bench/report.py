@@ -182,6 +182,45 @@ def _relay(results: dict[str, Any], source: Path | None) -> list[str]:
     ]
 
 
+def _outbox_modes(results: dict[str, Any], source: Path | None) -> list[str]:
+    """The outbox without a table beside the table outbox (bench.outbox_modes)."""
+    modes = results.get("outbox_modes")
+    if not modes:
+        return ["The outbox without a table: not measured by this run."]
+    rounds = len(modes["runs"]["append one_row"])
+    tps, wal, legs = modes["append_tps"], modes["wal_bytes_per_event"], modes["relay_leg_ms"]
+    sustained = modes["sustained_per_s"]
+
+    def leg(mode: str, q: str) -> str:
+        return _measured(legs[mode][q]) if mode in legs else "not reached"
+
+    return [
+        *([f"The two outboxes, from `{_relative(source)}`:", ""] if source else []),
+        f"| {rounds} interleaved rounds, median (min to max) | floor (business row alone) "
+        "| table outbox | outbox without a table | `pg_logical_emit_message` alone |",
+        "|---|---:|---:|---:|---:|",
+        f"| append: tps (pgbench, pipelined) | {_measured(tps['floor'])} "
+        f"| {_measured(tps['table'])} | {_measured(tps['messages'])} "
+        f"| {_measured(tps['raw message'])} |",
+        f"| WAL bytes per event, beyond the floor's | — | {_measured(wal['table'])} "
+        f"| {_measured(wal['messages'])} | {_measured(wal['raw message'])} |",
+        f"| CDC sustained, {modes['backlog']:,}-event backlog: events/s | — "
+        f"| {_measured(sustained['table'])} | {_measured(sustained['messages'])} | — |",
+        *(
+            f"| CDC at {modes['rate']:,}/s, commit → Kafka {q} ms | — | {leg('table', q)} "
+            f"| {leg('messages', q)} | — |"
+            for q in ("p50", "p99")
+        ),
+        "",
+        "| ratio, round by round | median | min | max |",
+        "|---|---:|---:|---:|",
+        *(
+            f"| {name} | {_n(r['median'])} | {_n(r['min'])} | {_n(r['max'])} |"
+            for name, r in modes["ratios"].items()
+        ),
+    ]
+
+
 def _relay_beside_bare(relay: dict[str, Any]) -> list[str]:
     """The tail of the relay beside a bare loop's at the same rate, the writers'
     transactions of each run, and where the bare loop's batches spent their longest."""
@@ -340,6 +379,8 @@ def section(source: Path) -> str:
         *_exactly_once(results, sections.get("exactly_once")),
         "",
         *_relay(results, sections.get("relay")),
+        "",
+        *_outbox_modes(results, sections.get("outbox_modes")),
         "",
         *_consumer(results),
         "",

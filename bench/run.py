@@ -31,6 +31,7 @@ from bench import (
     exactly_once,
     growth,
     loadgen,
+    outbox_modes,
     producer,
     record_cost,
     relay_tail,
@@ -40,6 +41,7 @@ from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PRODUCER_CLIENTS = 8  # pgbench clients of the producer's append runs
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,17 @@ SECTIONS: dict[str, Section] = {
     "relay": lambda dsn, bootstrap, pgbench, z: relay_tail.relay_tail(
         dsn, bootstrap, pgbench, z.relay_rate, z.seconds, z.relay_backlog, z.rounds
     ),
+    "outbox_modes": lambda dsn, bootstrap, pgbench, z: outbox_modes.outbox_modes(
+        dsn,
+        bootstrap,
+        pgbench,
+        PRODUCER_CLIENTS,
+        z.producer_seconds,
+        z.eos_backlog,
+        z.eos_rate,
+        z.seconds,
+        z.rounds,
+    ),
 }
 
 
@@ -248,7 +261,7 @@ def main() -> None:
         only_section(args.only, results, dsn, bootstrap, pgbench, z, args.out)
         return
     results["producer"] = producer.run(
-        dsn, pgbench, clients=8, seconds=z.producer_seconds, rounds=z.rounds
+        dsn, pgbench, clients=PRODUCER_CLIENTS, seconds=z.producer_seconds, rounds=z.rounds
     )
     results["load_generator"] = load_generator(dsn, pgbench, max(z.seconds // 2, 2))
     results["consumer_cost"] = consumer_cost.consumer_cost(dsn, bootstrap, z.records, z.rounds)
@@ -289,7 +302,12 @@ def main() -> None:
         dsn, bootstrap, z.inbox_sizes, z.growth_records, z.rounds, purged=z.inbox_sizes[0]
     )
     results["outbox_growth"] = growth.outbox_growth(
-        dsn, pgbench, z.outbox_rows, clients=8, seconds=z.producer_seconds, rounds=z.rounds
+        dsn,
+        pgbench,
+        z.outbox_rows,
+        clients=PRODUCER_CLIENTS,
+        seconds=z.producer_seconds,
+        rounds=z.rounds,
     )
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.out.mkdir(parents=True, exist_ok=True)

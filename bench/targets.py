@@ -132,6 +132,22 @@ TARGETS = [
         0.9,
         _ratio("exactly_once", "sustained on / off"),
     ),
+    Target(
+        "outbox without a table",
+        "append: floor / messages (tps, business row alone over with the message)",
+        TIMES,
+        False,
+        1.05,
+        _ratio("outbox_modes", "append: floor / messages"),
+    ),
+    Target(
+        "outbox without a table",
+        "CDC sustained rate, messages / table",
+        TIMES,
+        True,
+        1.0,
+        _ratio("outbox_modes", "sustained: messages / table"),
+    ),
     Target("consumer", "per record: records/s", "rec/s", True, 2000, _cost("cdcbox_per_record")),
     Target(
         "consumer",
