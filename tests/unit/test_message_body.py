@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cdcbox.errors import UsageError
-from cdcbox.migrate import refuse_mode_change
+from cdcbox.migrate import refuse_mode_change, render_sql
 from cdcbox.names import DbNames
 from cdcbox.producer import NewEvent
 from cdcbox.producer.columns import EVENT_COLUMNS
@@ -60,3 +60,15 @@ def test_a_schema_keeps_its_outbox_mode(done: set[str], mode: str) -> None:
 )  # fmt: skip
 def test_the_same_mode_and_the_table_modes_migrate_again(done: set[str], mode: str) -> None:
     refuse_mode_change({"0001_outbox", *done}, mode, DbNames())  # type: ignore[arg-type]
+
+
+def test_the_sql_script_of_the_messages_mode_names_its_slot() -> None:
+    """`cdc-ctl db sql --relay messages`, for a team's own migration tool: the
+    migrations, their ledger rows, and the emitting function guarded by the slot."""
+    script = render_sql("messages", DbNames(schema="shop"), slot="shop_slot")
+    assert (
+        'INSERT INTO "shop"."cdcbox_schema_migrations" (version) VALUES (\'messages/0001_emit\')'
+        in script
+    )
+    assert 'CREATE OR REPLACE FUNCTION "shop"."outbox_event_emit"' in script
+    assert "'shop_slot'" in script and "'cdcbox_outbox_shop'" in script

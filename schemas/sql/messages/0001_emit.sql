@@ -14,7 +14,6 @@ BEGIN
 END
 $$;
 
-
 -- An INSERT into this schema's outbox table would never be published (the connector reads
 -- messages only): refused, naming the fix, so no service writes there by mistake.
 CREATE OR REPLACE FUNCTION {refuse_rows_function}() RETURNS trigger LANGUAGE plpgsql AS $$
