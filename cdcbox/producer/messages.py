@@ -7,12 +7,12 @@ routes it through the same Outbox Event Router as a table row, to the same recor
 
 The content is one JSON object, ASCII only (Debezium reads it with the JVM's default
 charset): the outbox columns as the table holds them, `occurred_at` stamped by the
-database (the emitting function, `migrate.emit_function_sql`), and the payload as a JSON string of its bytes read
-as ISO-8859-1, one character per byte; the connector's value converter writes that
-string back in ISO-8859-1, so the record's value is the payload's bytes exactly, JSON
-text or Avro alike. The emitting function refuses, failing the caller's transaction,
-while the connector's slot is missing or invalidated: no snapshot could recover a
-message emitted then.
+database (the emitting function, `migrate.emit_function_sql`), and the payload as a
+JSON string of its bytes read as ISO-8859-1, one character per byte; the connector's
+value converter writes that string back in ISO-8859-1, so the record's value is the
+payload's bytes exactly, JSON text or Avro alike. The emitting function refuses,
+failing the caller's transaction, while the connector's slot is missing or
+invalidated: no snapshot could recover a message emitted then.
 """
 
 from __future__ import annotations
