@@ -105,20 +105,25 @@ def terminated_some(dsn: str, where: str) -> bool:
     return terminate(dsn, where) >= 1
 
 
+def walsender_and_consumer_sessions_terminated(s: Scenario, times: int = 3) -> None:
+    """Terminate the walsender and the consumers' sessions `times` times, each time once
+    Debezium and the consumers have reconnected on their own, 300 transactions apart."""
+    for _ in range(times):
+        for sessions in ("backend_type = 'walsender'", "application_name = 'cdcbox'"):
+            eventually(
+                functools.partial(terminated_some, s.stack.dsn, sessions),
+                timeout=60,
+                interval=0.5,
+                what=f"a session where {sessions} to terminate",
+            )
+        s.stream_on(300)
+
+
 def test_walsender_and_consumer_sessions_terminated_repeatedly(
     stack: Endpoints, parts: NativeParts, tmp_path: Path
 ) -> None:
     def fault(s: Scenario) -> None:
-        for _ in range(3):
-            # Each time once Debezium and the consumers have reconnected on their own.
-            for sessions in ("backend_type = 'walsender'", "application_name = 'cdcbox'"):
-                eventually(
-                    functools.partial(terminated_some, stack.dsn, sessions),
-                    timeout=60,
-                    interval=0.5,
-                    what=f"a session where {sessions} to terminate",
-                )
-            s.stream_on(300)
+        walsender_and_consumer_sessions_terminated(s)
         assert len(s.group.running()) == s.consumers  # none died of it
         connector_running(parts.client)
 

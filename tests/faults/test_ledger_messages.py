@@ -8,7 +8,6 @@ transactions are refused), without it the events emitted meanwhile are."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,7 +23,11 @@ from tests.faults import ledger
 from tests.faults.conftest import NativeParts, connector_running
 from tests.faults.messages import MessagesOutbox, messages_outbox, record_business
 from tests.faults.scenario import Scenario, assert_exact_on_the_topic
-from tests.faults.test_ledger_cdc import BIG_TRANSACTION, sigkill, terminated_some
+from tests.faults.test_ledger_cdc import (
+    BIG_TRANSACTION,
+    sigkill,
+    walsender_and_consumer_sessions_terminated,
+)
 from tests.helpers import drop_slot_once_released, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(420)]
@@ -106,15 +109,7 @@ def test_walsender_and_consumer_sessions_terminated_repeatedly(
     stack: Endpoints, parts: NativeParts, outbox: MessagesOutbox, tmp_path: Path
 ) -> None:
     def fault(s: Scenario) -> None:
-        for _ in range(3):
-            for sessions in ("backend_type = 'walsender'", "application_name = 'cdcbox'"):
-                eventually(
-                    functools.partial(terminated_some, stack.dsn, sessions),
-                    timeout=60,
-                    interval=0.5,
-                    what=f"a session where {sessions} to terminate",
-                )
-            s.stream_on(300)
+        walsender_and_consumer_sessions_terminated(s)
         running(parts, outbox)
 
     scenario = Scenario(
