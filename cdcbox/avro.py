@@ -1,9 +1,13 @@
 """The event schema catalogue: Avro schemas per event type and version, the encodings the
 producer writes, the decoding consumers do, and the compatibility rules between versions.
 
-Avro payloads use single-object encoding (0xC3 0x01, the schema's 8-byte little-endian
-CRC-64-AVRO fingerprint, then the binary body), so a consumer finds the writer's schema
-from the bytes alone and resolves it into the reader schema it was written against.
+Without a registry, Avro payloads use single-object encoding (0xC3 0x01, the schema's
+8-byte little-endian CRC-64-AVRO fingerprint, then the binary body), so a consumer finds
+the writer's schema from the bytes alone and resolves it into the reader schema it was
+written against. With a schema registry (`Catalogue.with_registry`) they use the
+Confluent wire format (`cdcbox.schema_registry`): the schema's id in the registry, so
+any client that speaks that format decodes them. A consumer reads both, by their first
+byte.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from fastavro.validation import ValidationError, validate
 
 from cdcbox import wire
 from cdcbox.errors import PoisonRecord, SchemaError
+from cdcbox.schema_registry import SchemaRegistry, frame, unframe
 
 MAGIC = b"\xc3\x01"
 _FILE = re.compile(r"(?P<type>[A-Za-z][A-Za-z0-9_]*)\.v(?P<version>[0-9]+)\.avsc")
@@ -43,6 +48,10 @@ class SchemaVersion:
     path: Path
     schema: Any  # fastavro's parsed schema
     fingerprint: bytes
+    # The schema as compact JSON (docs and defaults kept): what a registry stores.
+    text: str
+    # namespace.name: the subject it is registered under (record name strategy).
+    full_name: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,14 @@ class Catalogue:
 
     events: dict[str, EventSchemas] = field(default_factory=dict)
     by_fingerprint: dict[bytes, SchemaVersion] = field(default_factory=dict)
+    registry: SchemaRegistry | None = None
+    # Writer schemas fetched from the registry, parsed, by id.
+    _registered: dict[int, Any] = field(default_factory=dict, repr=False)
+
+    def with_registry(self, registry: SchemaRegistry) -> Catalogue:
+        """This catalogue writing the Confluent wire format through `registry` (each
+        event type's newest schema registered under its full name) and reading it."""
+        return Catalogue(self.events, self.by_fingerprint, registry)
 
     @classmethod
     def load(cls, directory: Path) -> Catalogue:
@@ -122,10 +139,11 @@ class Catalogue:
             ) from e
         if schemas.encoding == "json":
             return None  # validated; the producer writes it as JSON
-        body = io.BytesIO()
-        body.write(MAGIC + latest.fingerprint)
-        fastavro.schemaless_writer(body, latest.schema, payload)
-        return body.getvalue(), wire.CONTENT_TYPE_AVRO
+        if self.registry is not None:  # may raise RegistryUnavailable: nothing written yet
+            schema_id = self.registry.id_for(latest.full_name, latest.text)
+            return frame(schema_id, _body(latest.schema, payload)), wire.CONTENT_TYPE_AVRO
+        body = MAGIC + latest.fingerprint + _body(latest.schema, payload)
+        return body, wire.CONTENT_TYPE_AVRO
 
     # --- consuming -------------------------------------------------------------------
     def reader_schema(self, event_type: str, version: int | None) -> Any | None:
@@ -141,8 +159,10 @@ class Catalogue:
         raise SchemaError(f"{event_type} has no schema version {version}")
 
     def decode(self, value: bytes, reader_schema: Any | None = None) -> Any:
-        """Decode single-object bytes, resolving the writer schema into `reader_schema`
-        (default: the newest version of the same event type)."""
+        """Decode single-object or Confluent-framed bytes, resolving the writer schema
+        into `reader_schema` (default: the newest version of the same event type)."""
+        if value[:1] == b"\x00":
+            return self._decode_registered(value, reader_schema)
         if len(value) < 10 or value[:2] != MAGIC:
             raise PoisonRecord("value is not Avro single-object encoded (no C3 01 header)")
         writer = self.by_fingerprint.get(value[2:10])
@@ -153,6 +173,34 @@ class Catalogue:
             return fastavro.schemaless_reader(io.BytesIO(value[10:]), writer.schema, reader)
         except Exception as e:  # fastavro raises assorted errors for corrupt bodies
             raise PoisonRecord(f"Avro body does not decode with {writer.path.name}: {e}") from e
+
+    def _decode_registered(self, value: bytes, reader_schema: Any | None) -> Any:
+        schema_id, body = unframe(value)
+        if self.registry is None:
+            raise PoisonRecord(
+                f"Avro in the Confluent wire format (schema id {schema_id}), but this "
+                "consumer has no schema registry configured"
+            )
+        writer = self._registered.get(schema_id)
+        if writer is None:  # RegistryUnavailable propagates: the record waits
+            text = self.registry.schema(schema_id)
+            try:
+                writer = parse_schema(json.loads(text))
+            except (ValueError, SchemaParseException) as e:
+                raise PoisonRecord(f"schema id {schema_id} does not parse: {e}") from e
+            self._registered[schema_id] = writer
+        name = writer.get("name") if isinstance(writer, dict) else None
+        reader = reader_schema or self._newest_named(name) or writer
+        try:
+            return fastavro.schemaless_reader(io.BytesIO(body), writer, reader)
+        except Exception as e:  # fastavro raises assorted errors for corrupt bodies
+            raise PoisonRecord(f"Avro body does not decode with schema id {schema_id}: {e}") from e
+
+    def _newest_named(self, full_name: Any) -> Any | None:
+        for schemas in self.events.values():
+            if schemas.latest.full_name == full_name:
+                return schemas.latest.schema
+        return None
 
     # --- evolution -------------------------------------------------------------------
     def check(self) -> list[str]:
@@ -183,7 +231,21 @@ def _load_version(path: Path, event_type: str, version: int) -> SchemaVersion:
     if not isinstance(raw, dict) or raw.get("type") != "record":
         raise SchemaError(f"{path}: an event schema must be a record")
     fp = int(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"), 16)
-    return SchemaVersion(event_type, version, path, parsed, fp.to_bytes(8, "little"))
+    text = json.dumps(raw, separators=(",", ":"))
+    return SchemaVersion(
+        event_type, version, path, parsed, fp.to_bytes(8, "little"), text, _full_name(raw)
+    )
+
+
+def _full_name(schema: dict[str, Any]) -> str:
+    name, namespace = str(schema.get("name", "")), schema.get("namespace")
+    return f"{namespace}.{name}" if namespace and "." not in name else name
+
+
+def _body(schema: Any, payload: Any) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, payload)
+    return out.getvalue()
 
 
 _PROMOTIONS = {

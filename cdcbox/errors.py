@@ -83,3 +83,8 @@ class EventsGone(CdcboxError, RuntimeError):
 
 class KafkaUnavailable(ServiceUnavailable):
     """No broker answered in time (retriable: connection, timeout, no leader)."""
+
+
+class RegistryUnavailable(ServiceUnavailable):
+    """The schema registry did not answer (refused, timed out, a 5xx): no record is at
+    fault. A producer's append refuses before writing anything; a consumer waits."""

@@ -15,14 +15,13 @@ from typing import Any, cast
 
 import click
 
-from cdcbox.avro import Catalogue
 from cdcbox.cli.common import (
     Settings,
     logging_options,
     settings,
     stop_on_signals,
 )
-from cdcbox.cli.schemas import default_schemas_dir
+from cdcbox.cli.schemas import load_catalogue
 from cdcbox.consumer import Consumer, ConsumerConfig, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy
 from cdcbox.consumer.config import GapPolicy, Unhandled
@@ -141,6 +140,13 @@ OPTIONS = [
         "Avro event catalogue for decoding Avro payloads [the shipped schemas/avro].",
         type=click.Path(exists=True, path_type=Path),
     ),
+    _option(
+        "--registry-url",
+        None,
+        "Schema registry (its Confluent-compatible API) for Avro in the Confluent wire "
+        "format: read by id, and written by handlers that emit Avro.",
+        type=str,
+    ),
     # Kafka
     _option(
         "--auto-offset-reset",
@@ -212,7 +218,7 @@ def consumer_config(s: Settings, default_group: str, o: dict[str, Any]) -> Consu
             window_s=o["breaker_window"],
             enabled=o["breaker"],
         ),
-        schemas=Catalogue.load(o["schemas"] or default_schemas_dir()),
+        schemas=load_catalogue(o["schemas"], o["registry_url"]),
         auto_offset_reset=o["auto_offset_reset"],
         max_poll_records=o["max_poll_records"],
         poll_timeout_ms=o["poll_timeout_ms"],

@@ -194,6 +194,14 @@ def stack() -> None:
     help="Every Connect worker's exactly.once.source.support: enabled puts no duplicate "
     "on the topics after a worker crash; preparing is the step of a rolling upgrade.",
 )
+@click.option(
+    "--registry/--no-registry",
+    "with_registry",
+    default=True,
+    envvar="CDCBOX_STACK_REGISTRY",
+    help="The schema registry (Apicurio, Confluent-compatible API on port 58081; Java 21+, "
+    "found beside the stack's JDK or named by CDCBOX_REGISTRY_JAVA_HOME) [on].",
+)
 def up(
     config: StackConfig,
     mode: str | None,
@@ -203,8 +211,10 @@ def up(
     with_metrics: bool,
     build_ca: Path | None,
     exactly_once: str,
+    with_registry: bool,
 ) -> None:
-    """Start PostgreSQL, Kafka and Kafka Connect; wait until each answers."""
+    """Start PostgreSQL, the schema registry, Kafka and Kafka Connect; wait until each
+    answers."""
     config = dataclasses.replace(
         config,
         brokers=int(brokers),
@@ -213,6 +223,7 @@ def up(
         with_metrics=with_metrics,
         build_ca=build_ca,
         exactly_once=cast(ExactlyOnce, exactly_once),
+        with_registry=with_registry,
     )
     _show_steps()
     endpoints = runner.up(config, cast("Mode | None", mode))

@@ -60,6 +60,11 @@ class ConsumerMetrics:
             "Backoff waits for an unreachable database (the record in flight is kept)",
             registry=self.registry,
         )
+        self.registry_outage_waits = Counter(
+            "cdcbox_consumer_registry_outage_waits",
+            "Backoff waits for an unreachable schema registry (the record in flight is kept)",
+            registry=self.registry,
+        )
         self.assignments = Counter(
             "cdcbox_consumer_assignments",
             "Partition assignments received: one per rebalance this process took part in",

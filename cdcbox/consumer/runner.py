@@ -27,6 +27,7 @@ from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
+from cdcbox.consumer.steps.retry import is_service_outage
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier, is_outage
 from cdcbox.errors import (
@@ -277,11 +278,12 @@ class Consumer:
                 self._rewind(kafka, batch, {})
                 return
             except (CdcboxError, psycopg.Error) as e:
-                if not is_outage(e):
+                if not is_service_outage(e):
                     raise
                 # The database went away outside a record's retries (a parked check, a
-                # dead letter's record, an unhandled event's version): nothing of the
-                # rest is lost, it comes back. On a guarded session the batch's earlier
+                # dead letter's record, an unhandled event's version), or the schema
+                # registry while a payload was decoded: nothing of the rest is lost, it
+                # comes back. On a guarded session the batch's earlier
                 # commits may have died with it: the whole batch comes back.
                 self._wait_for_database(
                     kafka, pipeline, batch, {} if self._session_lost() else done, e

@@ -29,6 +29,7 @@ class StackVersions:
     jmx_exporter: str
     prometheus: str
     grafana: str
+    apicurio: str
 
     @classmethod
     def load(cls, path: Path) -> StackVersions:
@@ -52,6 +53,7 @@ class StackVersions:
                 jmx_exporter=values["JMX_EXPORTER_VERSION"],
                 prometheus=values["PROMETHEUS_VERSION"],
                 grafana=values["GRAFANA_VERSION"],
+                apicurio=values["APICURIO_VERSION"],
             )
         except KeyError as e:
             raise ConfigError(f"{path}: missing {e.args[0]}") from e
@@ -66,6 +68,10 @@ class Ports:
     kafka: int = 59092
     controller: int = 59093
     connect: int = 58083
+    # The schema registry's Confluent-compatible API, and its management interface
+    # (health checks).
+    registry: int = 58081
+    registry_management: int = 58082
     # With --with-metrics: Prometheus, the pipeline exporter, Connect worker j's JMX
     # exporter on connect_metrics + j, and the ports the stack's Prometheus scrapes for
     # consumers (run them with --metrics-port 29100 ... 29104) and relays (29105, 29106).
@@ -125,6 +131,8 @@ class StackConfig:
     build_ca: Path | None = None
     # Every Connect worker's exactly.once.source.support (`stack up --exactly-once`).
     exactly_once: ExactlyOnce = "enabled"
+    # The schema registry (Apicurio, cdcbox.stack.registry); `stack up --no-registry`.
+    with_registry: bool = True
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):

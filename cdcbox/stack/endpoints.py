@@ -30,6 +30,7 @@ ENV_NAMES = {
 
 
 PROMETHEUS_ENV = "CDCBOX_PROMETHEUS_URL"
+REGISTRY_ENV = "CDCBOX_REGISTRY_URL"
 SECURITY_ENV_PREFIXES = (
     "CDCBOX_KAFKA_",
     "CDCBOX_CONNECT_DB_SSL",
@@ -67,11 +68,15 @@ class Endpoints:
     security_env: dict[str, str] = field(default_factory=dict)
     # A stack with metrics: its Prometheus (CDCBOX_PROMETHEUS_URL); "" without.
     prometheus_url: str = ""
+    # The schema registry's Confluent-compatible API (CDCBOX_REGISTRY_URL); "" without.
+    registry_url: str = ""
 
     def as_env(self) -> dict[str, str]:
         values = {ENV_NAMES[k]: v for k, v in asdict(self).items() if k in ENV_NAMES}
         if self.prometheus_url:
             values[PROMETHEUS_ENV] = self.prometheus_url
+        if self.registry_url:
+            values[REGISTRY_ENV] = self.registry_url
         return {**values, **self.security_env}
 
     def connect_auth(self) -> tuple[str, str] | None:
@@ -104,4 +109,5 @@ class Endpoints:
             **{k: env[v] for k, v in ENV_NAMES.items()},
             security_env=security,
             prometheus_url=env.get(PROMETHEUS_ENV, ""),
+            registry_url=env.get(REGISTRY_ENV, ""),
         )

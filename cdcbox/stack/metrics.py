@@ -13,50 +13,17 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from pathlib import Path
 
-import requests
 import yaml
 
-from cdcbox.errors import StackError
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.spawned import Spawned, answers
 from cdcbox.stack.system import ensure_prometheus
 
 
-class _Spawned(process.PidTracked):
-    """A process of ours tracked by its pid file, ready when `_ready` answers."""
-
-    name: str
-    log_file: Path
-    url: str
-    stop_timeout_s = 30
-
-    def _ready(self) -> bool:
-        raise NotImplementedError
-
-    def _await(self, record: process.PidRecord, timeout_s: float) -> None:
-        if not process.wait_until(lambda: self._ready() or not record.alive(), timeout_s):
-            raise StackError(
-                f"{self.name} did not answer at {self.url} within {timeout_s:.0f} s "
-                f"(log: {self.log_file}):\n{process.tail(self.log_file)}"
-            )
-        if not record.alive():
-            raise StackError(
-                f"{self.name} exited during start-up (log: {self.log_file}):\n"
-                f"{process.tail(self.log_file)}"
-            )
-
-
-def _answers(url: str) -> bool:
-    try:
-        return requests.get(url, timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
-
-
-class NativeExporter(_Spawned):
+class NativeExporter(Spawned):
     """`cdc-ctl exporter` for this stack, started with the stack's own environment."""
 
     name = "exporter"
@@ -79,10 +46,10 @@ class NativeExporter(_Spawned):
         self._await(record, 60)
 
     def _ready(self) -> bool:
-        return _answers(f"http://{self.config.host}:{self.port}/healthz")
+        return answers(f"http://{self.config.host}:{self.port}/healthz")
 
 
-class NativePrometheus(_Spawned):
+class NativePrometheus(Spawned):
     """Debian's prometheus with the shared configuration, on the stack's loopback."""
 
     name = "prometheus"
@@ -132,4 +99,4 @@ class NativePrometheus(_Spawned):
             (targets / f"{job}.yml").write_text(yaml.safe_dump([{"targets": addresses}]))
 
     def _ready(self) -> bool:
-        return _answers(f"{self.url}/-/ready")
+        return answers(f"{self.url}/-/ready")

@@ -22,6 +22,7 @@ from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.metrics import NativeExporter, NativePrometheus
 from cdcbox.stack.postgres import NativePostgres
+from cdcbox.stack.registry import NativeRegistry
 from cdcbox.stack.rest_auth import ConnectRestAuth
 from cdcbox.stack.secrets import StackSecrets
 from cdcbox.stack.steps import step
@@ -95,9 +96,8 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
         raise StackError(
             "--with-metrics is native only: with compose, use its `observability` profile"
         )
-    _mode_file(config).write_text(
-        json.dumps({"mode": mode, **shape, "with_metrics": config.with_metrics}) + "\n"
-    )
+    recorded_flags = {"with_metrics": config.with_metrics, "with_registry": config.with_registry}
+    _mode_file(config).write_text(json.dumps({"mode": mode, **shape, **recorded_flags}) + "\n")
     return secrets
 
 
@@ -126,6 +126,13 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
     postgres = NativePostgres(config, secrets)
     with step(f"PostgreSQL {config.versions.postgres_major} on port {config.ports.postgres}"):
         postgres.start()
+    registry_url = ""
+    if config.with_registry:
+        registry = NativeRegistry(config)
+        version, port = config.versions.apicurio, config.ports.registry
+        with step(f"Apicurio Registry {version} (schema registry) on port {port}"):
+            registry.start()
+        registry_url = registry.url
     with step("Kafka and Debezium jars (Maven; downloaded on the first run only)"):
         layout = resolve_jars(config)
     nodes = [NativeKafka(config, layout, n) for n in range(config.brokers)]
@@ -152,6 +159,7 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
         connect_db_secrets=str(secrets.debezium_properties),
         debezium_password_file=str(secrets.debezium_properties),
         security_env=_security_env(config),
+        registry_url=registry_url,
     )
     if not config.with_metrics:
         return endpoints
@@ -218,7 +226,14 @@ def down(config: StackConfig, purge: bool = False) -> None:
         shutil.rmtree(config.state_dir)
 
 
-Component = NativeConnect | NativeKafka | NativePostgres | NativeExporter | NativePrometheus
+Component = (
+    NativeConnect
+    | NativeKafka
+    | NativePostgres
+    | NativeRegistry
+    | NativeExporter
+    | NativePrometheus
+)
 
 
 def _running_metrics(config: StackConfig) -> bool:
@@ -250,7 +265,9 @@ def native_components(config: StackConfig) -> list[Component]:
     metrics: list[Component] = []
     if recorded.get("with_metrics") or _running_metrics(shape):
         metrics = [NativePrometheus(shape), NativeExporter(shape)]
-    return [*metrics, *workers, *nodes, NativePostgres(shape, _secrets(shape))]
+    registry = NativeRegistry(shape)
+    registries = [registry] if recorded.get("with_registry") or registry.running() else []
+    return [*metrics, *workers, *nodes, *registries, NativePostgres(shape, _secrets(shape))]
 
 
 def status(config: StackConfig) -> list[ComponentStatus]:
@@ -258,7 +275,7 @@ def status(config: StackConfig) -> list[ComponentStatus]:
         return ComposeStack(config, _secrets(config)).status()
     result = []
     components = native_components(config)
-    by_kind = [c for c in components if c.name == "postgres"]
+    by_kind = [c for c in components if c.name in ("postgres", "registry")]
     by_kind += sorted((c for c in components if c.name.startswith("kafka")), key=_order)
     by_kind += sorted((c for c in components if c.name.startswith("connect")), key=_order)
     by_kind += [c for c in components if c.name in ("exporter", "prometheus")]

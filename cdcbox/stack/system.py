@@ -61,6 +61,43 @@ def ensure_java_and_maven() -> tuple[str, str]:
     return java, mvn
 
 
+def find_java(min_major: int, override_env: str) -> str:
+    """A `java` of `min_major` or newer: the first of the JDK `override_env` names,
+    JAVA_HOME, the one on PATH and those under /usr/lib/jvm (where Debian's and Temurin's
+    packages put theirs). Debian bookworm packages none newer than 17."""
+    homes = [os.environ.get(override_env), os.environ.get("JAVA_HOME")]
+    on_path = shutil.which("java")
+    if on_path:
+        homes.append(str(Path(on_path).resolve().parent.parent))
+    jvm = Path("/usr/lib/jvm")
+    if jvm.is_dir():
+        homes += [str(h) for h in sorted(jvm.iterdir()) if h.is_dir() and not h.is_symlink()]
+    seen: dict[str, int | None] = {}
+    for home in filter(None, homes):
+        major = seen[home] = java_major(Path(home))
+        if major is not None and major >= min_major:
+            return str(Path(home) / "bin" / "java")
+    listed = ", ".join(f"{home} ({major or '?'})" for home, major in seen.items()) or "none"
+    raise StackError(
+        f"no Java {min_major} or newer found (JDKs seen: {listed}): install one and set "
+        f"{override_env} to its home"
+    )
+
+
+def java_major(home: Path) -> int | None:
+    """The feature version of the JDK at `home`, read from its `release` file."""
+    try:
+        release = (home / "release").read_text()
+    except OSError:
+        return None
+    for line in release.splitlines():
+        if line.startswith("JAVA_VERSION="):
+            version = line.split("=", 1)[1].strip().strip('"')
+            head = version.split(".")[0]
+            return int(head) if head.isdigit() else None
+    return None
+
+
 def ensure_postgres(major: str) -> Path:
     """The bin directory of PostgreSQL `major` from Debian's packages, installed if absent.
 

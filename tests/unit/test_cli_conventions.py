@@ -58,6 +58,7 @@ KINDS = {
     ("parked", "release"): ACTION,
     ("relay", "run"): ACTION,
     ("schemas", "check"): READ,
+    ("schemas", "register"): ACTION,
     ("slot", "drop"): DESTRUCTIVE,
     ("slot", "status"): READ,
     ("stack", "down"): ACTION,

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(cdcbox.__file__).parent
 CORE = {
     "errors", "wire", "event", "names", "ids", "db", "migrate", "avro", "limits",
-    "resources", "fault_switches",
+    "resources", "fault_switches", "schema_registry",
+    "registry_gate",
 }  # fmt: skip
 # Modules at the top of the package that belong to a layer above the core.
 ENTRY_POINTS = {"pytest_plugin": "testing"}

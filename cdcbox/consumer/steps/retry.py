@@ -23,7 +23,7 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.db import ConnectionSource, is_outage
-from cdcbox.errors import SessionChanged
+from cdcbox.errors import RegistryUnavailable, SessionChanged
 from cdcbox.telemetry import tracing
 
 log = logging.getLogger("cdcbox.consumer")
@@ -61,7 +61,7 @@ class RetryStep:
             except SessionChanged:
                 raise  # the runner redoes the batch: nothing of this record committed
             except Exception as e:
-                if is_outage(e):
+                if is_service_outage(e):
                     outage += 1
                     self.wait_out_outage(e, outage)
                     continue
@@ -86,13 +86,19 @@ class RetryStep:
             return self.transaction.record_signal(connection(), routed, signal)
 
     def wait_out_outage(self, error: BaseException, waits: int) -> None:
-        """One backoff wait for the database to come back (readiness already says it is
-        unreachable); the metrics say so too."""
-        self.stats.metrics.database_up.set(0)
-        self.stats.metrics.outage_waits.inc()
+        """One backoff wait for the database (or the schema registry) to come back
+        (readiness already says the database is unreachable); the metrics say so too."""
+        metrics = self.stats.metrics
+        if isinstance(error, RegistryUnavailable):
+            service = "schema registry"
+            metrics.registry_outage_waits.inc()
+        else:
+            service = "database"
+            metrics.database_up.set(0)
+            metrics.outage_waits.inc()
         delay = self.policy.delay(min(waits, self.policy.max_attempts))
         log.warning(
-            "database unavailable (%s); waiting %.1fs for it (wait %d)", error, delay, waits
+            "%s unavailable (%s); waiting %.1fs for it (wait %d)", service, error, delay, waits
         )
         self.sleep(delay)
 
@@ -135,3 +141,9 @@ class RetryStep:
             error,
             extra=routed.event.log_extra,
         )
+
+
+def is_service_outage(error: BaseException) -> bool:
+    """The database or the schema registry is unreachable: the record in flight is not
+    at fault (no attempt is charged to it); waiting for the service is the remedy."""
+    return is_outage(error) or isinstance(error, RegistryUnavailable)

@@ -18,8 +18,9 @@ from cdcbox.consumer.config import Unhandled
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.payloads import check_payload_types, typed
 from cdcbox.consumer.stats import Outcome
-from cdcbox.errors import ConfigError, PoisonRecord
+from cdcbox.errors import ConfigError, PoisonRecord, RegistryUnavailable
 from cdcbox.event import Event, UndecodablePayload, decode_envelope, decode_payload, header
+from cdcbox.schema_registry import is_framed
 from cdcbox.stores.parking import ParkedKey
 from cdcbox.wire import ConsumedRecord
 
@@ -202,6 +203,8 @@ class Router:
             own = envelopes[handler.wire_format]
             try:
                 payload = self._decode_payload(handler, own)
+            except RegistryUnavailable:
+                raise  # the registry's outage, not the record's fault: the record waits
             except Exception as e:  # any decoding failure of one record
                 error = UndecodablePayload(str(_poison(e)), own)
                 routed.append(Undecodable(Routed(record, own, handler, decoded.replay), error))
@@ -210,13 +213,21 @@ class Router:
         return routed
 
     def _decode_payload(self, handler: BaseHandler, event: Event) -> Any:
-        if self.catalogue is None or event.content_type != wire.CONTENT_TYPE_AVRO:
+        if self.catalogue is None or not self._is_avro(event):
             payload = decode_payload(event.content_type, event.event_type, event.value)
         else:
             reader = self.catalogue.reader_schema(event.event_type, handler.schema_version)
             payload = self.catalogue.decode(event.value, reader)
         payload_type = handler.payload_types.get(event.event_type)
         return payload if payload_type is None else typed(payload_type, payload, event.event_type)
+
+    def _is_avro(self, event: Event) -> bool:
+        """Declared Avro, or, from a producer that declares nothing (Confluent's
+        serializers), framed in the Confluent wire format for a consumer with a registry."""
+        if event.content_type == wire.CONTENT_TYPE_AVRO:
+            return True
+        registry = self.catalogue is not None and self.catalogue.registry is not None
+        return registry and event.content_type == "" and is_framed(event.value)
 
 
 def _poison(error: Exception) -> PoisonRecord:
