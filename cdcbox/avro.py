@@ -31,7 +31,7 @@ from fastavro.validation import ValidationError, validate
 
 from cdcbox import wire
 from cdcbox.errors import PoisonRecord, SchemaError
-from cdcbox.schema_registry import SchemaRegistry, frame, unframe
+from cdcbox.schema_registry import SchemaRegistry, frame, is_framed, unframe
 
 MAGIC = b"\xc3\x01"
 _FILE = re.compile(r"(?P<type>[A-Za-z][A-Za-z0-9_]*)\.v(?P<version>[0-9]+)\.avsc")
@@ -161,7 +161,7 @@ class Catalogue:
     def decode(self, value: bytes, reader_schema: Any | None = None) -> Any:
         """Decode single-object or Confluent-framed bytes, resolving the writer schema
         into `reader_schema` (default: the newest version of the same event type)."""
-        if value[:1] == b"\x00":
+        if is_framed(value):
             return self._decode_registered(value, reader_schema)
         if len(value) < 10 or value[:2] != MAGIC:
             raise PoisonRecord("value is not Avro single-object encoded (no C3 01 header)")

@@ -94,7 +94,7 @@ def check(
     envvar="CDCBOX_REGISTRY_URL",
     required=True,
     help="The schema registry's Confluent-compatible API, e.g. "
-    "http://127.0.0.1:58081/apis/ccompat/v7 (the stack's).",
+    "http://127.0.0.1:28081/apis/ccompat/v7 (the stack's).",
 )
 @json_option
 def register(directory: Path | None, registry_url: str, as_json: bool) -> None:

@@ -199,7 +199,7 @@ def stack() -> None:
     "with_registry",
     default=True,
     envvar="CDCBOX_STACK_REGISTRY",
-    help="The schema registry (Apicurio, Confluent-compatible API on port 58081; Java 21+, "
+    help="The schema registry (Apicurio, Confluent-compatible API on port 28081; Java 21+, "
     "found beside the stack's JDK or named by CDCBOX_REGISTRY_JAVA_HOME) [on].",
 )
 def up(

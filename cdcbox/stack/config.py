@@ -68,10 +68,10 @@ class Ports:
     kafka: int = 59092
     controller: int = 59093
     connect: int = 58083
-    # The schema registry's Confluent-compatible API, and its management interface
-    # (health checks).
-    registry: int = 58081
-    registry_management: int = 58082
+    # The schema registry's Confluent-compatible API and its management interface (health
+    # checks): below the ephemeral range too, as the registry may be restarted late.
+    registry: int = 28081
+    registry_management: int = 28082
     # With --with-metrics: Prometheus, the pipeline exporter, Connect worker j's JMX
     # exporter on connect_metrics + j, and the ports the stack's Prometheus scrapes for
     # consumers (run them with --metrics-port 29100 ... 29104) and relays (29105, 29106).

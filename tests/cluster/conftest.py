@@ -32,6 +32,8 @@ CLUSTER = StackConfig(
     ports=Ports(postgres=56432, kafka=60092, controller=60093, connect=59083),
     brokers=3,
     connect_workers=2,
+    # The session stack's registry serves it too (the cluster tests use none).
+    with_registry=False,
 )
 
 

@@ -51,6 +51,7 @@ def secured(
         ports=Ports(postgres=postgres, kafka=kafka, controller=controller, connect=connect),
         secure=True,
         with_metrics=False,  # its ports are the session stack's
+        with_registry=False,  # so is the registry's
         kafka_heap_mb=512,
         connect_heap_mb=768,
     )

@@ -54,5 +54,11 @@ def test_the_ports_services_bind_late_lie_outside_the_ephemeral_range() -> None:
     the kernel's ephemeral range a client socket's local port may hold it already (the
     e2e metrics test once failed with "Address already in use" on 59100)."""
     low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    late = (*Ports().consumer_metrics, *Ports().relay_metrics)
+    ports = Ports()
+    late = (
+        *ports.consumer_metrics,
+        *ports.relay_metrics,
+        ports.registry,
+        ports.registry_management,
+    )
     assert not [p for p in late if low <= p <= high], (low, high, late)
