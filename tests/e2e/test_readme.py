@@ -3,6 +3,7 @@ they cannot rot."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,6 +23,7 @@ from cdcbox.consumer import Handler, Outcome
 from cdcbox.event import decode
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.schema_registry import RegistryConfig, SchemaRegistry
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.testing import Harness, Record, migrated_schema
 from consumer.orders import SCHEMA
@@ -43,6 +45,7 @@ MARKERS = (
     "class StockHandler(Handler):",
     "class ShipmentEvents(Handler):",
     'schemas = Catalogue.load(Path("schemas/avro"))',
+    "registered = Catalogue.load(",
 )
 
 
@@ -286,3 +289,22 @@ def test_the_avro_example_loads_the_shipped_catalogue(monkeypatch: pytest.Monkey
     namespace: dict[str, Any] = {}
     exec(compile(example, "docs (Avro)", "exec"), namespace)  # noqa: S102
     assert "OrderCreated" in namespace["outbox"].schemas.events
+
+
+def test_the_registry_example_writes_the_confluent_format(
+    monkeypatch: pytest.MonkeyPatch, stack: Endpoints
+) -> None:
+    """The guide's registry example, against the stack's registry: an OrderCreated
+    encodes as magic byte 0 and the id the registry gave its schema."""
+    monkeypatch.chdir(ROOT)
+    example = block("registered = Catalogue.load(")
+    example = example.replace("http://127.0.0.1:28081/apis/ccompat/v7", stack.registry_url)
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs (Avro, registry)", "exec"), namespace)  # noqa: S102
+    order = {"order_id": "o", "customer_id": "c", "total_cents": 1, "lines": []}
+    encoded = namespace["outbox"].schemas.encode("OrderCreated", order)
+    assert encoded is not None and encoded[0][:1] == b"\x00"
+    schema_id = int.from_bytes(encoded[0][1:5], "big")
+    fresh = SchemaRegistry(RegistryConfig(stack.registry_url))  # no cache: asks the registry
+    stored = json.loads(fresh.schema(schema_id))
+    assert stored == json.loads(namespace["registered"].events["OrderCreated"].latest.text)

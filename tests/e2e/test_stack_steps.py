@@ -47,12 +47,14 @@ def test_stack_up_reports_each_step_with_its_time(native_stack: StackConfig) -> 
     )
     assert result.returncode == 0, result.stderr[-2000:]
     steps = [line for line in result.stderr.splitlines() if line.startswith("stack: ")]
-    for component in ("PostgreSQL", "jars", "Kafka 4", "Kafka Connect connect "):
+    components = ("PostgreSQL", "Apicurio Registry", "jars", "Kafka 4", "Kafka Connect connect ")
+    for component in components:
         begun = [s for s in steps if component in s and s.endswith("...")]
         ended = [s for s in steps if component in s and ": done in " in s]
         assert begun and ended, f"{component}: {steps}"
     # Maven's part, summarised: the session's stack resolved the jars, so they are cached.
     assert any(s.startswith("stack:   kafka jars: cached in ") for s in steps), steps
     assert "CDCBOX_DSN" in result.stdout  # the exports still go to stdout
+    assert f"CDCBOX_REGISTRY_URL=http://127.0.0.1:{ports.registry}/apis/" in result.stdout
     if native_stack.with_metrics:  # kept by an `up` without --with-metrics, and named
         assert "CDCBOX_PROMETHEUS_URL=" in result.stdout
