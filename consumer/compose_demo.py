@@ -22,6 +22,7 @@ from psycopg import sql
 from cdcbox.avro import Catalogue
 from cdcbox.producer.outbox import Outbox
 from cdcbox.resources import resource_dir
+from cdcbox.schema_registry import RegistryConfig, SchemaRegistry
 from consumer.demo import SKUS, until, write_orders
 from consumer.fleet import FLEET, INVENTORY, ORDERS
 from consumer.inventory import stock_up
@@ -40,12 +41,17 @@ def new_run() -> str:
     return f"compose-{uuid.uuid4().hex[:8]}"
 
 
-def place_orders(admin_dsn: str, run: str, count: int, rate: float = 0.0) -> None:
+def place_orders(
+    admin_dsn: str, run: str, count: int, rate: float = 0.0, registry_url: str | None = None
+) -> None:
     """`count` orders of `run` (every fourth with a coupon), from two writers; stock for
-    about a tenth of them, so inventory rejects some."""
+    about a tenth of them, so inventory rejects some. With `registry_url`, OrderCreated
+    is written in the Confluent wire format through that schema registry."""
     with psycopg.connect(INVENTORY.dsn(admin_dsn)) as conn, conn.transaction():
         stock_up(conn, SKUS, available=max(1, count // 10))
     schemas = Catalogue.load(resource_dir("schemas") / "avro")
+    if registry_url:
+        schemas = schemas.with_registry(SchemaRegistry(RegistryConfig(registry_url)))
     write_orders(ORDERS.dsn(admin_dsn), run, count, 2, schemas, rate)
 
 

@@ -17,6 +17,7 @@ from cdcbox.errors import StackError
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import ComponentStatus, Endpoints
 from cdcbox.stack.images import Docker, build_base, ensure_base
+from cdcbox.stack.registry import CCOMPAT_PATH
 from cdcbox.stack.secrets import StackSecrets
 from cdcbox.stack.steps import step
 
@@ -55,6 +56,7 @@ class ComposeStack:
             "CDCBOX_PG_PORT": str(ports.postgres),
             "CDCBOX_KAFKA_PORT": str(ports.kafka),
             "CDCBOX_CONNECT_PORT": str(ports.connect),
+            "CDCBOX_REGISTRY_PORT": str(ports.registry),
             "CDCBOX_DATABASE": self.config.database,
             "CDCBOX_CONNECT_EXACTLY_ONCE": self.config.exactly_once,
             **({"CDCBOX_BUILD_BASE": self._build_base} if self._build_base else {}),
@@ -121,6 +123,7 @@ class ComposeStack:
             # Where the `secrets` service of the compose file puts Connect's copy.
             connect_db_secrets="/run/cdcbox-secrets/connect/debezium.properties",
             debezium_password_file=str(self.secrets.debezium_properties),
+            registry_url=f"http://{host}:{ports.registry}{CCOMPAT_PATH}",
         )
 
     def down(self, purge: bool) -> None:
@@ -134,5 +137,5 @@ class ComposeStack:
         states = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
         return [
             ComponentStatus(name, states.get(name) == "running", states.get(name, "absent"))
-            for name in ("postgres", "kafka", "connect")
+            for name in ("postgres", "registry", "kafka", "connect")
         ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import psycopg
 import pytest
 
 from cdcbox.kafka.client import Admin, KafkaSettings
@@ -21,6 +22,7 @@ from consumer.compose_demo import (
     pay_and_read_back,
     place_orders,
 )
+from consumer.fleet import ORDERS
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.compose
@@ -29,8 +31,17 @@ ORDERS_COUNT = 40
 
 
 def test_the_fleet_in_containers_is_exact_at_every_hop(containers: Endpoints) -> None:
+    """OrderCreated in the Confluent wire format through the compose file's registry:
+    the containers' consumers resolve its id there (CDCBOX_REGISTRY_URL)."""
     run = new_run()
-    place_orders(containers.dsn, run, ORDERS_COUNT)
+    place_orders(containers.dsn, run, ORDERS_COUNT, registry_url=containers.registry_url)
+    with psycopg.connect(ORDERS.dsn(containers.dsn)) as conn:
+        framed = conn.execute(
+            "SELECT count(*) FROM outbox_event WHERE event_type = 'OrderCreated' "
+            "AND aggregate_id LIKE %s AND get_byte(payload, 0) = 0",
+            (f"{run}-%",),
+        ).fetchone()
+    assert framed == (ORDERS_COUNT,)
     await_first_hop(containers.dsn, run, ORDERS_COUNT)
     # Hop 1 (orders → five services, Debezium in the Connect container): each applied
     # each order once; inventory answered each once.
