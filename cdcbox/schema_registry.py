@@ -19,7 +19,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 
@@ -69,10 +69,11 @@ class RegistryConfig:
     auto_register: bool = True
 
     def __post_init__(self) -> None:
-        if not self.url.startswith(("http://", "https://")):
-            raise ConfigError(f"schema registry URL {self.url!r} must start with http(s)://")
-        if "@" in self.url.split("/")[2]:
+        parts = urlsplit(self.url)
+        if "@" in parts.netloc or (not parts.netloc and "@" in self.url):
             raise ConfigError("schema registry URL must not carry credentials")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"schema registry URL {self.url!r} must start with http(s)://")
         if self.timeout_s <= 0:
             raise ConfigError(f"schema registry timeout must be positive, not {self.timeout_s}")
 

@@ -126,6 +126,7 @@ def test_a_refusal_names_the_status_and_a_5xx_is_an_outage() -> None:
     [
         ("registry:8081", "must start with http"),
         ("http://user:secret@registry:8081", "must not carry credentials"),
+        ("user:secret@registry:8081", "must not carry credentials"),
     ],
 )
 def test_a_bad_registry_url_is_refused(url: str, message: str) -> None:
