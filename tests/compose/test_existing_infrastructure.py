@@ -48,6 +48,7 @@ def native_stack(compose_stack: ComposeStack) -> Iterator[Endpoints]:
         cache_dir=compose_stack.config.cache_dir,
         infra_dir=compose_stack.config.infra_dir,
         ports=Ports(postgres=26432, kafka=29292, controller=29293, connect=28183),
+        with_registry=False,  # the compose stack's registry has the port; none is needed
     )
     endpoints = runner.up(config, "native")
     try:
