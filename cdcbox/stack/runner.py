@@ -275,7 +275,8 @@ def status(config: StackConfig) -> list[ComponentStatus]:
         return ComposeStack(config, _secrets(config)).status()
     result = []
     components = native_components(config)
-    by_kind = [c for c in components if c.name in ("postgres", "registry")]
+    by_kind = [c for c in components if c.name == "postgres"]
+    by_kind += [c for c in components if c.name == "registry"]
     by_kind += sorted((c for c in components if c.name.startswith("kafka")), key=_order)
     by_kind += sorted((c for c in components if c.name.startswith("connect")), key=_order)
     by_kind += [c for c in components if c.name in ("exporter", "prometheus")]
@@ -283,6 +284,9 @@ def status(config: StackConfig) -> list[ComponentStatus]:
         record = component.pid_record()
         running = record is not None and record.alive()
         detail = f"pid {record.pid}, log {component.log_file}" if record and running else "stopped"
+        if running and isinstance(component, NativeRegistry):
+            health = "ready" if component.ready() else "not ready"
+            detail = f"{component.url} {health}, {detail}"
         result.append(ComponentStatus(component.name, running, detail))
     return result
 

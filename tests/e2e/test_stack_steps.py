@@ -4,12 +4,15 @@ with its time. Run against the session's running native stack, where `up` is ide
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
+from cdcbox.cli.main import cli
 from cdcbox.stack.config import StackConfig
 
 pytestmark = pytest.mark.e2e
@@ -58,3 +61,18 @@ def test_stack_up_reports_each_step_with_its_time(native_stack: StackConfig) -> 
     assert f"CDCBOX_REGISTRY_URL=http://127.0.0.1:{ports.registry}/apis/" in result.stdout
     if native_stack.with_metrics:  # kept by an `up` without --with-metrics, and named
         assert "CDCBOX_PROMETHEUS_URL=" in result.stdout
+
+
+def test_stack_status_names_the_registry_with_its_port_and_health(
+    native_stack: StackConfig,
+) -> None:
+    result = CliRunner().invoke(
+        cli, ["stack", "status", "--json", "--state-dir", str(native_stack.state_dir)]
+    )
+    assert result.exit_code == 0, result.output
+    by_name = {c["name"]: c for c in json.loads(result.output)}
+    registry = by_name["registry"]
+    assert registry["running"] is True
+    url = f"http://127.0.0.1:{native_stack.ports.registry}/apis/ccompat/v7"
+    assert registry["detail"].startswith(f"{url} ready, pid ")
+    assert list(by_name)[:2] == ["postgres", "registry"]
