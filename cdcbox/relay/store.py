@@ -119,9 +119,10 @@ class RelayStore:
     ) -> list[OutboxRow]:
         """Lease up to `limit` due rows to `worker`, oldest first.
 
-        Pipelined: BEGIN, the setting and the claim go in one round trip, the lease and
-        COMMIT in another (bench.relay_tail: each round trip is in every event's
-        latency)."""
+        Pipelined, meant as two round trips (BEGIN, the setting and the claim, then the
+        lease and COMMIT; bench.relay_tail: each round trip is in every event's latency);
+        `conn.transaction()` in the pipeline adds two syncs (see
+        `cdcbox.db.pipelined_transaction`)."""
         with conn.pipeline(), conn.transaction():
             # The lease need not be durable: a claim lost in a crash leaves its rows due
             # (PENDING, or under a lease that expires), and they are published again, as
@@ -159,7 +160,8 @@ class RelayStore:
 
     def mark_sent(self, conn: psycopg.Connection[Any], worker: str, ids: list[int]) -> int:
         """Mark `ids` SENT where `worker` still holds them (BEGIN, UPDATE and COMMIT in
-        one round trip); returns how many it marked."""
+        one round trip, plus the syncs `conn.transaction()` adds in a pipeline); returns
+        how many it marked."""
         with conn.pipeline(), conn.transaction():
             marked = conn.execute(self._sent, (ids, worker))
         return marked.rowcount
