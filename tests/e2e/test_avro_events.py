@@ -49,19 +49,27 @@ def v1_producer_catalogue(tmp_path: Path) -> Catalogue:
     return Catalogue.load(tmp_path)
 
 
-def test_avro_through_debezium_is_read_with_a_newer_schema(
-    stack: Endpoints, run_consumer: Any, v1_producer_catalogue: Catalogue
-) -> None:
-    aggregate_type, consumer = unique("order"), unique("c")
-    with psycopg.connect(stack.dsn) as conn, conn.transaction():
-        Outbox(schemas=v1_producer_catalogue).append(
-            conn, NewEvent(aggregate_type, "o1", "OrderCreated", ORDER, aggregate_version=1)
+def append_order(
+    dsn: str, catalogue: Catalogue, aggregate_type: str, order: dict[str, Any]
+) -> tuple[bytes, str]:
+    """One OrderCreated appended with `catalogue`; its payload and content type as stored."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        Outbox(schemas=catalogue).append(
+            conn, NewEvent(aggregate_type, "o1", "OrderCreated", order, aggregate_version=1)
         )
         stored = conn.execute(
             "SELECT payload, content_type FROM outbox_event WHERE aggregate_type = %s",
             (aggregate_type,),
         ).fetchone()
     assert stored is not None
+    return bytes(stored[0]), str(stored[1])
+
+
+def test_avro_through_debezium_is_read_with_a_newer_schema(
+    stack: Endpoints, run_consumer: Any, v1_producer_catalogue: Catalogue
+) -> None:
+    aggregate_type, consumer = unique("order"), unique("c")
+    stored = append_order(stack.dsn, v1_producer_catalogue, aggregate_type, ORDER)
     assert stored[1] == wire.CONTENT_TYPE_AVRO
     assert bytes(stored[0])[:2] == MAGIC
     handler = recording_handler(consumer, aggregate_type, {"OrderCreated"})

@@ -25,11 +25,11 @@ from cdcbox import wire
 from cdcbox.avro import Catalogue
 from cdcbox.cli.main import cli
 from cdcbox.consumer import Outcome
-from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
 from cdcbox.schema_registry import RegistryConfig, SchemaRegistry, frame
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
+from tests.e2e.test_avro_events import append_order
 from tests.e2e.test_consumer_failures import dead_letters
 from tests.helpers import eventually, unavailable, unique
 
@@ -93,15 +93,8 @@ def test_cdcbox_events_are_read_by_confluents_deserializer(stack: Endpoints) -> 
     aggregate_type = unique("order")
     catalogue = registered_catalogue(stack)
     order = {**ORDER, "channel": "app"}
-    with psycopg.connect(stack.dsn) as conn, conn.transaction():
-        Outbox(schemas=catalogue).append(
-            conn, NewEvent(aggregate_type, "o1", "OrderCreated", order, aggregate_version=1)
-        )
-        stored = conn.execute(
-            "SELECT payload, content_type FROM outbox_event WHERE aggregate_type = %s",
-            (aggregate_type,),
-        ).fetchone()
-    assert stored is not None and stored[1] == wire.CONTENT_TYPE_AVRO
+    stored = append_order(stack.dsn, catalogue, aggregate_type, order)
+    assert stored[1] == wire.CONTENT_TYPE_AVRO
     latest = catalogue.events["OrderCreated"].latest
     schema_id = confluent_client(stack).get_latest_version(latest.full_name).schema_id
     assert schema_id is not None
