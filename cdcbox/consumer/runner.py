@@ -1,10 +1,10 @@
 """The consumer loop: poll, run each record through the pipeline, commit offsets.
 
 Offsets are committed only after the records' transactions committed (auto-commit is
-off), once per poll batch and before the next poll. kafka-python 3 may finish a group
-join on its IO thread after `poll` returned: an offset commit refused by that rebalance
-leaves the records to their new owner, whose inbox turns them into counted duplicates,
-and the assignment listener leaves all database work to the consumer's thread.
+off), once per poll batch and before the next poll (cdcbox.consumer.offsets: a commit
+refused by a rebalance or not answered by the broker never stops the consumer).
+kafka-python 3 may finish a group join on its IO thread after `poll` returned: the
+assignment listener leaves all database work to the consumer's thread.
 Handlers are validated before the first poll: a duplicate consumer name or a handler
 without topics or event types fails at start-up, not at the first record. Several
 handlers may take one event type: each applies it under its own consumer name.
@@ -25,16 +25,13 @@ from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
+from cdcbox.consumer.offsets import OffsetCommits
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.steps.retry import is_service_outage
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier, is_outage
-from cdcbox.errors import (
-    CdcboxError,
-    CommitRefused,
-    SessionChanged,
-)
+from cdcbox.errors import CdcboxError, SessionChanged
 from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
@@ -61,6 +58,7 @@ class Consumer:
         self._reload_parked = threading.Event()  # set by the assignment listener
         self._committed_records = 0  # for FaultSwitches.kill_after_records
         self._outages = 0  # batches in a row the database's absence cut short
+        self._offsets = OffsetCommits()
         self.connection = Reconnecting(config.dsn, synchronous_commit=config.durable_each_commit)
         self._names = names
         self._stores = Stores.for_schema(names)
@@ -143,6 +141,7 @@ class Consumer:
         has a lock of its own, so a second thread's statement would interleave with
         the handler's on one libpq connection)."""
         self.stats.metrics.assignments.inc()
+        self._offsets.reassigned()
         if self.config.park_aggregates:
             self._stores.parking.invalidate()
             self._reload_parked.set()
@@ -196,6 +195,7 @@ class Consumer:
                     self._reload_parked.clear()
                     self._try_refresh_parked()
                 if not batch:
+                    self._offsets.retry(kafka)
                     idle = time.monotonic() - last_activity
                     if idle_timeout_s is not None and idle > idle_timeout_s:
                         break
@@ -311,16 +311,7 @@ class Consumer:
             )
             self._rewind(kafka, batch, {})
             return
-        try:
-            kafka.commit(done)
-        except CommitRefused as e:
-            # The group rebalanced under us: the partitions' new owner gets these
-            # records again, and the inbox turns them into counted duplicates.
-            log.warning(
-                "offset commit refused after a rebalance (%s); the records will "
-                "be redelivered and deduplicated",
-                e,
-            )
+        self._offsets.commit(kafka, done)
 
     def _wait_for_database(
         self,
