@@ -181,10 +181,15 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
     next result read or at COMMIT, and then (or on any exception of the block) the
     transaction is rolled back and the error raised. On connections from `connect`,
     reading `cursor.rowcount` waits for its statement (`PipelineAwareCursor`). Inside
-    it, psycopg refuses `conn.commit()` as it does in any `conn.transaction()` block
-    (queued in the pipeline, that block's BEGIN and COMMIT cost no round trip)."""
+    it, psycopg refuses `conn.commit()` as it does in any `conn.transaction()` block,
+    and a `conn.transaction()` inside is a savepoint.
+
+    psycopg's `Transaction` is entered directly: `conn.transaction()` inside a pipeline
+    wraps it in nested pipelines that sync on entry (BEGIN alone) and before COMMIT (the
+    block's statements), three more waits for the server per transaction
+    (tests/integration/test_pipelined_transaction.py counts them on the wire)."""
     try:
-        with conn.pipeline(), conn.transaction():
+        with conn.pipeline(), psycopg.Transaction(conn):
             yield
     except BaseException:
         _end_failed_pipeline(conn)

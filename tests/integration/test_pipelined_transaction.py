@@ -1,0 +1,100 @@
+"""`cdcbox.db.pipelined_transaction` costs the round trips its docstring promises: a block
+that reads one result and then only writes waits for the server twice (the read, and
+COMMIT with the writes), counted on the wire with libpq's protocol trace. Before, psycopg's
+`conn.transaction()` inside the pipeline synced BEGIN on entry and the block's writes
+before COMMIT: five waits for the same block."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from cdcbox.db import connect, pipelined_transaction
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def conn(database: str) -> Iterator[psycopg.Connection[Any]]:
+    with connect(database, autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS pipelined_probe (id int PRIMARY KEY)")
+        c.execute("TRUNCATE pipelined_probe")
+        yield c
+
+
+def frontend_messages(conn: psycopg.Connection[Any], block: Callable[[], None]) -> list[str]:
+    """The protocol messages the client sent while `block` ran ("Parse BEGIN", "Sync")."""
+    with tempfile.TemporaryFile() as trace:
+        conn.pgconn.trace(trace.fileno())
+        try:
+            block()
+        finally:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        lines = trace.read().decode().splitlines()
+    sent = []
+    for line in lines:
+        fields = line.split("\t")
+        if len(fields) > 3 and fields[1] == "F":
+            detail = fields[4].split('"')[3] if fields[3] == "Parse" else ""
+            sent.append(f"{fields[3]} {detail}".strip())
+    return sent
+
+
+def is_send(message: str) -> bool:
+    return message in ("Sync", "Flush")
+
+
+def test_a_read_then_writes_waits_twice(conn: psycopg.Connection[Any]) -> None:
+    def block() -> None:
+        with pipelined_transaction(conn):
+            assert conn.execute("SELECT count(*) FROM pipelined_probe").fetchone() == (0,)
+            conn.execute("INSERT INTO pipelined_probe VALUES (1)")
+            conn.execute("INSERT INTO pipelined_probe VALUES (2)")
+
+    sent = frontend_messages(conn, block)
+    # The client waits after each run of Sync/Flush messages (psycopg flushes after Sync).
+    waits = [m for i, m in enumerate(sent) if is_send(m) and (i == 0 or not is_send(sent[i - 1]))]
+    assert waits == ["Flush", "Sync"], sent
+    # BEGIN travels with the read; COMMIT with the writes.
+    assert sent.index("Parse BEGIN") < sent.index("Flush") < sent.index("Parse COMMIT")
+    assert conn.execute("SELECT count(*) FROM pipelined_probe").fetchone() == (2,)
+
+
+def test_a_failed_write_rolls_the_whole_block_back(conn: psycopg.Connection[Any]) -> None:
+    def duplicate() -> None:
+        with pipelined_transaction(conn):
+            conn.execute("INSERT INTO pipelined_probe VALUES (1)")
+            conn.execute("INSERT INTO pipelined_probe VALUES (1)")
+
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        duplicate()
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert conn.execute("SELECT count(*) FROM pipelined_probe").fetchone() == (0,)
+
+
+def test_an_exception_in_the_block_rolls_it_back(conn: psycopg.Connection[Any]) -> None:
+    def failing_handler() -> None:
+        with pipelined_transaction(conn):
+            conn.execute("INSERT INTO pipelined_probe VALUES (1)")
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            raise RuntimeError("handler")
+
+    with pytest.raises(RuntimeError, match="handler"):
+        failing_handler()
+    assert conn.execute("SELECT count(*) FROM pipelined_probe").fetchone() == (0,)
+
+
+def test_commit_inside_is_refused_and_a_savepoint_nests(conn: psycopg.Connection[Any]) -> None:
+    with pipelined_transaction(conn):
+        conn.execute("INSERT INTO pipelined_probe VALUES (1)")
+        with pytest.raises(psycopg.ProgrammingError, match="commit"):
+            conn.commit()
+        with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction():
+            conn.execute("INSERT INTO pipelined_probe VALUES (1)")  # a savepoint rolls back
+        conn.execute("INSERT INTO pipelined_probe VALUES (2)")
+    assert conn.execute("SELECT id FROM pipelined_probe ORDER BY id").fetchall() == [(1,), (2,)]
