@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from cdcbox.db import pipelined_transaction
 from cdcbox.errors import UsageError
 from cdcbox.migrate import notify_trigger_exists, recorded_relay_mode
 from cdcbox.names import DbNames
@@ -119,11 +120,10 @@ class RelayStore:
     ) -> list[OutboxRow]:
         """Lease up to `limit` due rows to `worker`, oldest first.
 
-        Pipelined, meant as two round trips (BEGIN, the setting and the claim, then the
-        lease and COMMIT; bench.relay_tail: each round trip is in every event's latency);
-        `conn.transaction()` in the pipeline adds two syncs (see
-        `cdcbox.db.pipelined_transaction`)."""
-        with conn.pipeline(), conn.transaction():
+        Pipelined: BEGIN, the setting and the claim go in one round trip, the lease and
+        COMMIT in another (bench.relay_tail: each round trip is in every event's
+        latency)."""
+        with pipelined_transaction(conn):
             # The lease need not be durable: a claim lost in a crash leaves its rows due
             # (PENDING, or under a lease that expires), and they are published again, as
             # after any crash before `mark_sent`. Not waiting for that WAL flush takes one
@@ -160,9 +160,8 @@ class RelayStore:
 
     def mark_sent(self, conn: psycopg.Connection[Any], worker: str, ids: list[int]) -> int:
         """Mark `ids` SENT where `worker` still holds them (BEGIN, UPDATE and COMMIT in
-        one round trip, plus the syncs `conn.transaction()` adds in a pipeline); returns
-        how many it marked."""
-        with conn.pipeline(), conn.transaction():
+        one round trip); returns how many it marked."""
+        with pipelined_transaction(conn):
             marked = conn.execute(self._sent, (ids, worker))
         return marked.rowcount
 

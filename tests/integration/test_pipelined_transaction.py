@@ -14,6 +14,10 @@ import psycopg
 import pytest
 
 from cdcbox.db import connect, pipelined_transaction
+from cdcbox.names import DbNames
+from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.relay.store import OutboxRow, RelayStore
+from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +30,7 @@ def conn(database: str) -> Iterator[psycopg.Connection[Any]]:
         yield c
 
 
-def frontend_messages(conn: psycopg.Connection[Any], block: Callable[[], None]) -> list[str]:
+def frontend_messages(conn: psycopg.Connection[Any], block: Callable[[], object]) -> list[str]:
     """The protocol messages the client sent while `block` ran ("Parse BEGIN", "Sync")."""
     with tempfile.TemporaryFile() as trace:
         conn.pgconn.trace(trace.fileno())
@@ -45,8 +49,14 @@ def frontend_messages(conn: psycopg.Connection[Any], block: Callable[[], None]) 
     return sent
 
 
-def is_send(message: str) -> bool:
-    return message in ("Sync", "Flush")
+def waits(sent: list[str]) -> list[str]:
+    """Where the client waits for the server: after each run of Sync and Flush messages
+    (psycopg sends a Flush after each Sync)."""
+
+    def sends(message: str) -> bool:
+        return message in ("Sync", "Flush")
+
+    return [m for i, m in enumerate(sent) if sends(m) and (i == 0 or not sends(sent[i - 1]))]
 
 
 def test_a_read_then_writes_waits_twice(conn: psycopg.Connection[Any]) -> None:
@@ -57,9 +67,7 @@ def test_a_read_then_writes_waits_twice(conn: psycopg.Connection[Any]) -> None:
             conn.execute("INSERT INTO pipelined_probe VALUES (2)")
 
     sent = frontend_messages(conn, block)
-    # The client waits after each run of Sync/Flush messages (psycopg flushes after Sync).
-    waits = [m for i, m in enumerate(sent) if is_send(m) and (i == 0 or not is_send(sent[i - 1]))]
-    assert waits == ["Flush", "Sync"], sent
+    assert waits(sent) == ["Flush", "Sync"], sent
     # BEGIN travels with the read; COMMIT with the writes.
     assert sent.index("Parse BEGIN") < sent.index("Flush") < sent.index("Parse COMMIT")
     assert conn.execute("SELECT count(*) FROM pipelined_probe").fetchone() == (2,)
@@ -98,3 +106,21 @@ def test_commit_inside_is_refused_and_a_savepoint_nests(conn: psycopg.Connection
             conn.execute("INSERT INTO pipelined_probe VALUES (1)")  # a savepoint rolls back
         conn.execute("INSERT INTO pipelined_probe VALUES (2)")
     assert conn.execute("SELECT id FROM pipelined_probe ORDER BY id").fetchall() == [(1,), (2,)]
+
+
+def test_the_relays_claim_waits_twice_and_its_mark_once(database: str) -> None:
+    """The polling relay's claim (the setting and the claim's read, then the lease with
+    COMMIT) and its mark (BEGIN, UPDATE, COMMIT) as their docstrings count them."""
+    names = migrated_schema(database, DbNames(schema=unique("relay_trips")))
+    with connect(database, autocommit=True) as conn:
+        with conn.transaction():
+            Outbox(names).append(conn, NewEvent("order", "o1", "Placed", {"n": 1}))
+        store = RelayStore(names)
+        claimed: list[OutboxRow] = []
+        claim = frontend_messages(
+            conn, lambda: claimed.extend(store.claim(conn, "w1", 10, 30.0, ordered=False))
+        )
+        assert [r.aggregate_id for r in claimed] == ["o1"]
+        mark = frontend_messages(conn, lambda: store.mark_sent(conn, "w1", [claimed[0].id]))
+    assert waits(claim) == ["Flush", "Sync"], claim
+    assert waits(mark) == ["Sync"], mark
