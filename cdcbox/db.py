@@ -88,6 +88,11 @@ def is_outage(error: BaseException) -> bool:
         return True
     if not isinstance(error, psycopg.OperationalError):
         return False
+    if isinstance(error, psycopg.errors.PipelineAborted):
+        # No SQLSTATE, yet the server answered: an earlier statement of the pipeline
+        # failed (psycopg may raise this in its place when that error was read while
+        # the rest of the pipeline was being sent).
+        return False
     state = error.sqlstate
     return state is None or state.startswith("08") or state in _SESSION_ENDED
 
