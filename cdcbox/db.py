@@ -176,11 +176,8 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """One transaction on an autocommit connection whose statements do not wait for one
     another: BEGIN travels with the first statement whose result is read, and COMMIT
     with the statements queued after it, so a block that reads one result and then only
-    writes is meant to cost two round trips however many statements it sends. Counted
-    on the wire (libpq's trace, psycopg 3.3) it costs five: `conn.transaction()` inside
-    a pipeline syncs on entry (BEGIN alone) and before COMMIT. Not fixed yet: entering
-    psycopg's `Transaction` directly removes the syncs but left psycopg's count of open
-    transactions wrong after a failed pipelined record.
+    writes waits for the server twice however many statements it sends
+    (tests/integration/test_pipelined_transaction.py counts the waits).
 
     Atomic like `conn.transaction()`: an error of a queued statement surfaces at the
     next result read or at COMMIT, and then (or on any exception of the block) the
@@ -190,11 +187,17 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
     and a `conn.transaction()` inside is a savepoint.
 
     psycopg's `Transaction` is entered directly: `conn.transaction()` inside a pipeline
-    wraps it in nested pipelines that sync on entry (BEGIN alone) and before COMMIT (the
-    block's statements), three more waits for the server per transaction
-    (tests/integration/test_pipelined_transaction.py counts them on the wire)."""
+    wraps it in nested pipelines that wait for BEGIN alone on entry and for the block's
+    statements before COMMIT, five waits for the same block (psycopg 3.3)."""
     try:
-        with conn.pipeline(), psycopg.Transaction(conn):
+        with conn.pipeline() as pipeline, psycopg.Transaction(conn):
+            # A Sync queued after BEGIN, sent with the first statement and not waited
+            # for: libpq learns the session is in a transaction only from the
+            # ReadyForQuery a Sync brings back, and psycopg's `conn.transaction()` inside
+            # decides between BEGIN and a savepoint by it (after a read that only
+            # flushed, libpq would still say idle). Only psycopg's queue keeps it after
+            # the BEGIN still waiting in that queue, hence its private method.
+            pipeline._enqueue_sync()
             yield
     except BaseException:
         _end_failed_pipeline(conn)

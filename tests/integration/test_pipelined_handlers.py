@@ -112,7 +112,8 @@ def test_a_handler_catching_an_error_in_a_savepoint_sees_it_pipelined(
 
 class FailsInTheDatabase(Counter):
     """A statement that fails in PostgreSQL (not in Python) for one aggregate's first
-    event: pipelined, the error surfaces only when the batch's pipeline ends."""
+    event: pipelined, the error surfaces at a later statement or when the batch's
+    pipeline ends, not at the failing one."""
 
     def __init__(self, name: str, failing: str) -> None:
         super().__init__(name)
@@ -132,10 +133,12 @@ def test_a_statement_failing_late_defers_only_its_aggregate(
     letters = RecordedLetters()
     pipeline = parking_pipeline(database, handler, letters, batch_mode=True)
     pipeline.process_batch(lambda: conn, [record(a, 1), record(b, 1), record(b, 2), record(a, 2)])
-    # The pipelined pass ran every handler (b:1's error came at the pipeline's end), was
-    # rolled back, and the redo with savepoints applied a in order; b:1 was dead-lettered
-    # (per record) and b:2 followed it to the park.
-    assert [x for x in handler.applied if x.startswith(a)] == [f"{a}:1", f"{a}:2"] * 2
+    # The pipelined pass ran the handler until b:1's error came back (PostgreSQL sends an
+    # error as soon as it meets it: at the pipeline's end, or while a:2 is still being
+    # sent), was rolled back, and the redo with savepoints applied a in order; b:1 was
+    # dead-lettered (per record) and b:2 followed it to the park.
+    a_calls = [x for x in handler.applied if x.startswith(a)]
+    assert a_calls in ([f"{a}:1", f"{a}:1", f"{a}:2"], [f"{a}:1", f"{a}:2"] * 2), a_calls
     assert letters.sent == [(b, "1"), (b, "2")]
     assert pipeline.stats[Outcome.PROCESSED] == 2
     assert pipeline.stats[Outcome.DEAD_LETTERED] == 1

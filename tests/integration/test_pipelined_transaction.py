@@ -1,17 +1,17 @@
 """`cdcbox.db.pipelined_transaction` costs the round trips its docstring promises: a block
 that reads one result and then only writes waits for the server twice (the read, and
-COMMIT with the writes), counted on the wire with libpq's protocol trace. Before, psycopg's
-`conn.transaction()` inside the pipeline synced BEGIN on entry and the block's writes
-before COMMIT: five waits for the same block."""
+COMMIT with the writes), counted as the times psycopg blocks for the server. Before,
+psycopg's `conn.transaction()` inside the pipeline synced BEGIN on entry and the block's
+writes before COMMIT: five waits for the same block."""
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.waiting import Wait
 
 from cdcbox.db import connect, pipelined_transaction
 from cdcbox.names import DbNames
@@ -30,33 +30,34 @@ def conn(database: str) -> Iterator[psycopg.Connection[Any]]:
         yield c
 
 
-def frontend_messages(conn: psycopg.Connection[Any], block: Callable[[], object]) -> list[str]:
-    """The protocol messages the client sent while `block` ran ("Parse BEGIN", "Sync")."""
-    with tempfile.TemporaryFile() as trace:
-        conn.pgconn.trace(trace.fileno())
-        try:
-            block()
-        finally:
-            conn.pgconn.untrace()
-        trace.seek(0)
-        lines = trace.read().decode().splitlines()
-    sent = []
-    for line in lines:
-        fields = line.split("\t")
-        if len(fields) > 3 and fields[1] == "F":
-            detail = fields[4].split('"')[3] if fields[3] == "Parse" else ""
-            sent.append(f"{fields[3]} {detail}".strip())
-    return sent
+def waits(conn: psycopg.Connection[Any], block: Callable[[], object]) -> int:
+    """How often the client blocked for the server's answers while `block` ran: each of
+    psycopg's waits on the connection that had to wait for the socket to be readable
+    (an answer already read in passing, while sending, is no wait)."""
+    count = 0
+    original = conn.wait
 
+    def wait(gen: Generator[Any, Any, Any], *args: Any, **kwargs: Any) -> Any:
+        def watched() -> Generator[Any, Any, Any]:
+            nonlocal count
+            counted = False
+            try:
+                state = next(gen)
+                while True:
+                    if state == Wait.R and not counted:
+                        count, counted = count + 1, True
+                    state = gen.send((yield state))
+            except StopIteration as stop:
+                return stop.value
 
-def waits(sent: list[str]) -> list[str]:
-    """Where the client waits for the server: after each run of Sync and Flush messages
-    (psycopg sends a Flush after each Sync)."""
+        return original(watched(), *args, **kwargs)
 
-    def sends(message: str) -> bool:
-        return message in ("Sync", "Flush")
-
-    return [m for i, m in enumerate(sent) if sends(m) and (i == 0 or not sends(sent[i - 1]))]
+    conn.wait = wait  # type: ignore[method-assign]
+    try:
+        block()
+    finally:
+        del conn.wait
+    return count
 
 
 def test_a_read_then_writes_waits_twice(conn: psycopg.Connection[Any]) -> None:
@@ -66,10 +67,7 @@ def test_a_read_then_writes_waits_twice(conn: psycopg.Connection[Any]) -> None:
             conn.execute("INSERT INTO pipelined_probe VALUES (1)")
             conn.execute("INSERT INTO pipelined_probe VALUES (2)")
 
-    sent = frontend_messages(conn, block)
-    assert waits(sent) == ["Flush", "Sync"], sent
-    # BEGIN travels with the read; COMMIT with the writes.
-    assert sent.index("Parse BEGIN") < sent.index("Flush") < sent.index("Parse COMMIT")
+    assert waits(conn, block) == 2  # BEGIN travels with the read, COMMIT with the writes
     assert conn.execute("SELECT count(*) FROM pipelined_probe").fetchone() == (2,)
 
 
@@ -117,10 +115,22 @@ def test_the_relays_claim_waits_twice_and_its_mark_once(database: str) -> None:
             Outbox(names).append(conn, NewEvent("order", "o1", "Placed", {"n": 1}))
         store = RelayStore(names)
         claimed: list[OutboxRow] = []
-        claim = frontend_messages(
+        claim = waits(
             conn, lambda: claimed.extend(store.claim(conn, "w1", 10, 30.0, ordered=False))
         )
         assert [r.aggregate_id for r in claimed] == ["o1"]
-        mark = frontend_messages(conn, lambda: store.mark_sent(conn, "w1", [claimed[0].id]))
-    assert waits(claim) == ["Flush", "Sync"], claim
-    assert waits(mark) == ["Sync"], mark
+        mark = waits(conn, lambda: store.mark_sent(conn, "w1", [claimed[0].id]))
+    assert (claim, mark) == (2, 1)
+
+
+def test_a_savepoint_after_a_read_nests(conn: psycopg.Connection[Any]) -> None:
+    # Failed before BEGIN was followed by a Sync: the read only flushed, libpq still
+    # said the session was idle, and `conn.transaction()` took itself for the outer one
+    # (AssertionError in psycopg, then OutOfOrderTransactionNesting).
+    with pipelined_transaction(conn):
+        conn.execute("INSERT INTO pipelined_probe VALUES (1)")
+        assert conn.execute("SELECT count(*) FROM pipelined_probe").fetchone() == (1,)
+        with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction():
+            conn.execute("INSERT INTO pipelined_probe VALUES (1)")
+        conn.execute("INSERT INTO pipelined_probe VALUES (2)")
+    assert conn.execute("SELECT id FROM pipelined_probe ORDER BY id").fetchall() == [(1,), (2,)]

@@ -50,8 +50,8 @@ class RecordTransaction:
     def apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
         """Claim, guard, handle and mark in one transaction; any exception rolls it back.
         Claim and guard are one statement: BEGIN with claim + guard, the handler's
-        statements, COMMIT: meant as two round trips pipelined (five as psycopg 3.3 syncs
-        it, see `cdcbox.db.pipelined_transaction`), four otherwise."""
+        statements, COMMIT: two round trips pipelined (see
+        `cdcbox.db.pipelined_transaction`), four otherwise."""
         started = time.perf_counter()
         pipelined = routed.handler.pipelined
         if pipelined is None and routed.consumer in self.unpipelined:
