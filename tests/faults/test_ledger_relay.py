@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from cdcbox.connect.client import ConnectClient
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.stack.kafka import NativeKafka
+from tests.faults.conftest import connector_stopped
 from tests.faults.scenario import Scenario, assert_exact
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(420)]
@@ -54,11 +56,12 @@ def test_the_broker_frozen_past_the_relay_send_timeout(
     assert kafka is not None and kafka.alive()
 
     def fault(s: Scenario) -> None:
-        os.kill(kafka.pid, signal.SIGSTOP)
-        try:
-            s.stream_on(1500)  # ~10 s, five send timeouts: batches fail and back off
-        finally:
-            os.kill(kafka.pid, signal.SIGCONT)
+        with connector_stopped(ConnectClient(stack.connect_url)):
+            os.kill(kafka.pid, signal.SIGSTOP)
+            try:
+                s.stream_on(1500)  # ~10 s, five send timeouts: batches fail and back off
+            finally:
+                os.kill(kafka.pid, signal.SIGCONT)
 
     scenario = relay_scenario("broker frozen past the relay's send timeout", stack, tmp_path)
     scenario.relay.argv = (*scenario.relay.argv, "--send-timeout", "2")

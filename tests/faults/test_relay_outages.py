@@ -16,6 +16,7 @@ import pytest
 from psycopg import sql
 
 from cdcbox import wire
+from cdcbox.connect.client import ConnectClient
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
@@ -26,6 +27,7 @@ from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.secrets import StackSecrets
 from tests.e2e.topics import read_topic
+from tests.faults.conftest import connector_stopped
 from tests.helpers import eventually, migrated_schema, unique
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -110,7 +112,13 @@ def test_a_broker_that_stops_answering_past_the_flush_timeout_is_waited_out(
     assert kafka is not None and kafka.alive(), "the native broker is not running"
     aggregate_type = unique("order")
     total = write(stack.dsn, names, aggregate_type, aggregates=5, versions=10)
-    os.kill(kafka.pid, signal.SIGSTOP)
+    with connector_stopped(ConnectClient(stack.connect_url)):
+        freeze_and_wait_out(kafka.pid, stack, names, total)
+    assert_published_in_order(stack, aggregate_type, total)
+
+
+def freeze_and_wait_out(kafka_pid: int, stack: Endpoints, names: DbNames, total: int) -> None:
+    os.kill(kafka_pid, signal.SIGSTOP)
     try:
         with relay_in_thread(stack, names, send_timeout_s=2.0, bootstrap_timeout_ms=2000):
             # The flush timed out: the batch went to RETRY (the broker is frozen).
@@ -119,15 +127,14 @@ def test_a_broker_that_stops_answering_past_the_flush_timeout_is_waited_out(
                 timeout=60,
                 what="the batch backed off after the flush timeout",
             )
-            os.kill(kafka.pid, signal.SIGCONT)
+            os.kill(kafka_pid, signal.SIGCONT)
             eventually(
                 lambda: statuses(stack.dsn, names) == {"SENT": total},
                 timeout=120,
                 what=f"{total} rows SENT after the broker came back",
             )
     finally:
-        os.kill(kafka.pid, signal.SIGCONT)
-    assert_published_in_order(stack, aggregate_type, total)
+        os.kill(kafka_pid, signal.SIGCONT)
 
 
 def test_a_postgresql_restart_while_rows_are_pending_is_recovered_from(
