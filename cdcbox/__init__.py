@@ -12,7 +12,8 @@ imports none of Kafka, Avro or the CLI.
 
 The package is layered, and imports run one way only (tests/unit/test_layering.py):
 this face re-exports; `cli`, `testing`; services (`consumer`, `relay`, `ops`, `observe`,
-`stack`); adapters and stores (`producer`, `stores`, `kafka`, `connect`, `telemetry`);
+`stack`); adapters and stores (`producer`, `stores`, `kafka`, `connect`, `telemetry`,
+`mariadb`);
 the shared core at the top of the package (`errors`, `wire`, `event`, ...).
 """
 

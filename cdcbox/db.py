@@ -65,6 +65,11 @@ def connect(
             **extra,
         )
     except psycopg.ProgrammingError as e:
+        if dsn.split(":", 1)[0].lower() in ("mariadb", "mysql"):
+            raise ConfigError(
+                "a MariaDB DSN where PostgreSQL is needed: on MariaDB cdcbox runs "
+                "`db migrate` and `relay run` (see the guide, Services on MariaDB)"
+            ) from None
         # libpq quotes the token it could not parse, which may be the password (or a
         # misspelt password option's value): what it quotes is never shown.
         detail = _QUOTED.sub("(a token)", " ".join(str(e).split()))

@@ -13,6 +13,7 @@ from cdcbox.connect.connectors import render
 from cdcbox.connect.services import Service
 from cdcbox.db import connect
 from cdcbox.errors import UsageError
+from cdcbox.mariadb.connection import is_mariadb_dsn
 from cdcbox.migrate import PARTS, RELAY_MODES, Part, RelayMode, migrate, render_sql
 from cdcbox.ops.message_checks import reads_messages
 from cdcbox.stack.secrets import read_password_properties
@@ -84,6 +85,12 @@ def migrate_command(
     password = read_password_properties(debezium_password_file) if debezium_password_file else None
     s = settings(ctx)
     dsn, names = s.require_dsn(), s.names
+    if is_mariadb_dsn(dsn) and service_spec is None:
+        from cdcbox.mariadb.migrate import migrate_dsn  # the `mariadb` extra
+
+        applied = migrate_dsn(dsn, names, relay, parts)
+        click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
+        return
     if service_spec is not None:
         spec = render(service_spec, os.environ)
         service = service_of(service_spec, spec.service)

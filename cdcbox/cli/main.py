@@ -29,7 +29,12 @@ from cdcbox.limits import DEFAULT_MAX_PAYLOAD_BYTES, EventLimits
 
 
 @click.group(cls=CdcGroup, context_settings={"show_default": True})
-@click.option("--dsn", envvar="CDCBOX_DSN", help="PostgreSQL DSN (password via PGPASSFILE).")
+@click.option(
+    "--dsn",
+    envvar="CDCBOX_DSN",
+    help="PostgreSQL DSN (password via PGPASSFILE); `db migrate` and `relay run` also take "
+    "a MariaDB one (mariadb://…).",
+)
 @click.option("--bootstrap-servers", envvar="CDCBOX_BOOTSTRAP_SERVERS", help="Kafka brokers.")
 @click.option("--connect-url", envvar="CDCBOX_CONNECT_URL", help="Kafka Connect REST URL.")
 @click.option("--connect-user", envvar="CDCBOX_CONNECT_USER", help="Connect basic-auth user.")

@@ -1,6 +1,6 @@
 """The package's layers, read from its imports: top (cli, testing) → services (consumer,
 relay, ops, observe, stack) → adapters and stores (producer, stores, kafka, connect,
-telemetry) → the shared core at the top of `cdcbox/`. No import runs upwards, packages of
+telemetry, mariadb) → the shared core at the top of `cdcbox/`. No import runs upwards, packages of
 one layer import each other without a cycle, no module imports itself back, and the
 package's root is a face above every layer: it re-exports the API users write, and no
 module of the package imports it."""
@@ -30,7 +30,7 @@ ENTRY_POINTS = {"pytest_plugin": "testing"}
 LAYERS = {
     "cli": 3, "testing": 3,
     "consumer": 2, "relay": 2, "ops": 2, "observe": 2, "stack": 2,
-    "producer": 1, "stores": 1, "kafka": 1, "connect": 1, "telemetry": 1,
+    "producer": 1, "stores": 1, "kafka": 1, "connect": 1, "telemetry": 1, "mariadb": 1,
 }  # fmt: skip
 
 
