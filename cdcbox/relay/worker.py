@@ -6,7 +6,8 @@ that fails goes to RETRY with an exponential backoff, or DEAD after the last att
 when Kafka refuses it for good, e.g. over max.request.size); its aggregate's later rows in
 the batch are not sent after a refused send, and are released (without spending an
 attempt) to go out after it, so the last copy a consumer sees of each event is in order.
-New events wake the worker through LISTEN/NOTIFY; the poll interval is only the fallback.
+New events wake the worker through LISTEN/NOTIFY on PostgreSQL, where the poll interval
+is only the fallback; on MariaDB (`cdcbox.relay.databases`) it polls.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import psycopg
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from psycopg import sql
 
-from cdcbox.db import Reconnecting, connect
+from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, KafkaRequestError, ServiceUnavailable
 from cdcbox.kafka.client import Producer
 from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
+from cdcbox.relay.databases import OUTAGES, relay_database
 from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow, RelayStore, refuse_unservable
+from cdcbox.relay.store import OutboxRow
 from cdcbox.telemetry import tracing
 from cdcbox.telemetry.build_info import register_build_info
 from cdcbox.telemetry.http_metrics import serve
@@ -98,16 +100,14 @@ class RelayWorker:
     def __init__(self, config: RelayConfig, names: DbNames = DbNames()) -> None:
         self.config = config
         self.names = names
-        self.store = RelayStore(
-            names, lease_check=not self.config.fault_switches.no_relay_lease_check
+        self.database = relay_database(
+            config.dsn, names, lease_check=not self.config.fault_switches.no_relay_lease_check
         )
         self.stats = RelayStats()
         self.metrics = RelayMetrics()
         self._stop = threading.Event()
         # Why /readyz says 503: the last claim's database or Kafka failure (None: ready).
         self._unready: str | None = None
-        self.connection = Reconnecting(config.dsn)
-        self._servable = False  # checked on the first session (`refuse_unservable`)
         self._listener: psycopg.Connection[Any] | None = None
         self._producer: Producer | None = None
 
@@ -130,7 +130,7 @@ class RelayWorker:
     # --- the loop --------------------------------------------------------------------
     def run(self, *, until_idle: bool = False) -> RelayStats:
         """Relay until stopped (or, with `until_idle`, until a claim finds nothing)."""
-        if self.config.listen and self._listener is None:
+        if self._listens and self._listener is None:
             self._listen()
         healthy = threading.Event()
         healthy.set()
@@ -148,7 +148,7 @@ class RelayWorker:
             while not self._stop.is_set():
                 try:
                     claimed = self.run_once()
-                except (ServiceUnavailable, psycopg.OperationalError) as e:
+                except OUTAGES as e:
                     log.error("relay %s: %s; retrying", self.config.worker_id, e)
                     self._unready = f"cannot relay: {_first_line(e)}"
                     self._stop.wait(self.config.poll_interval_s)
@@ -173,25 +173,22 @@ class RelayWorker:
         ready): done by the first batch, every event of that batch waited for them (they
         were the relay's max latency). A database or Kafka unreachable now is the loop's
         to handle, as later."""
-        with contextlib.suppress(ServiceUnavailable, psycopg.OperationalError):
-            self._session()
+        with contextlib.suppress(*OUTAGES):
+            self.database.open(self._listens)
         with contextlib.suppress(ServiceUnavailable):
             self.producer()
 
-    def _session(self) -> psycopg.Connection[Any]:
-        """The database session; the first one checks the outbox can be served."""
-        conn = self.connection()
-        if not self._servable:
-            refuse_unservable(conn, self.names, self.config.listen)
-            self._servable = True
-        return conn
+    @property
+    def _listens(self) -> bool:
+        """Woken by NOTIFY: asked for, and the outbox's database has it (MariaDB has
+        not: its relay polls every `poll_interval_s`)."""
+        return self.config.listen and self.database.notifies
 
     def run_once(self) -> int:
         """Claim, publish and settle one batch; returns how many rows it claimed."""
         started = time.perf_counter()
-        conn = self._session()
-        rows = self.store.claim(
-            conn,
+        self.database.open(self._listens)
+        rows = self.database.claim(
             self.config.worker_id,
             self.config.batch_size,
             self.config.lease_s,
@@ -208,13 +205,13 @@ class RelayWorker:
             sent, failures, held = [], {r.id: Failure(str(e)) for r in rows}, []
             self._drop_producer()
         except BaseException:
-            self.store.release(conn, self.config.worker_id, [r.id for r in rows])
+            self.database.release(self.config.worker_id, [r.id for r in rows])
             raise
-        self.stats.sent += self.store.mark_sent(conn, self.config.worker_id, sent)
+        self.stats.sent += self.database.mark_sent(self.config.worker_id, sent)
         if failures:
-            self._settle_failures(conn, rows, failures)
+            self._settle_failures(rows, failures)
         if held:
-            self.store.release(conn, self.config.worker_id, held)
+            self.database.release(self.config.worker_id, held)
         self.stats.batches += 1
         self.metrics.sent.inc(len(sent))
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
@@ -269,15 +266,13 @@ class RelayWorker:
         sent = [r.id for r in rows if r.id not in failures and r.id not in held]
         return sent, failures, held
 
-    def _settle_failures(
-        self, conn: psycopg.Connection[Any], rows: list[OutboxRow], failures: dict[int, Failure]
-    ) -> None:
+    def _settle_failures(self, rows: list[OutboxRow], failures: dict[int, Failure]) -> None:
         by_id = {r.id: r for r in rows}
         plan = [
             (i, self.config.backoff.delay_s(by_id[i].retry_count + 1), f.error, f.permanent)
             for i, f in failures.items()
         ]
-        self.store.mark_failed(conn, self.config.worker_id, self.config.max_attempts, plan)
+        self.database.mark_failed(self.config.worker_id, self.config.max_attempts, plan)
         dead = sum(
             1
             for i, f in failures.items()
@@ -306,7 +301,7 @@ class RelayWorker:
         """Block until a NOTIFY arrives or the poll interval passes (the fallback). A
         listening connection that broke (a database restart) is dropped and opened again
         at the next wait; meanwhile the poll interval paces the loop."""
-        if self._listener is None and self.config.listen:
+        if self._listener is None and self._listens:
             with contextlib.suppress(psycopg.Error, ServiceUnavailable):
                 self._listen()
         if self._listener is None:
@@ -334,7 +329,7 @@ class RelayWorker:
         if self._producer is not None:
             self._producer.close(timeout=10)
             self._producer = None
-        self.connection.close()
+        self.database.close()
         if self._listener is not None:
             self._listener.close()
             self._listener = None
