@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import psycopg
 
 from cdcbox.db import Reconnecting
-from cdcbox.errors import DatabaseUnavailable, ServiceUnavailable
+from cdcbox.errors import DatabaseUnavailable, ServiceUnavailable, UsageError
 from cdcbox.mariadb import connection as mariadb
 from cdcbox.names import DbNames
 from cdcbox.relay.mariadb_store import MariaDbRelayStore
@@ -93,6 +93,7 @@ class MariaDbRelayDatabase:
         self.dsn = mariadb.MariaDbDsn.parse(dsn)
         self.store = MariaDbRelayStore(names, lease_check=lease_check)
         self._conn: Any = None
+        self._servable = False  # the outbox table checked on the first session
 
     def _session(self) -> Any:
         if self._conn is None:
@@ -111,7 +112,25 @@ class MariaDbRelayDatabase:
             ) from e
 
     def open(self, listen: bool) -> None:
-        self._run(lambda conn: conn.ping(reconnect=False))
+        if not self._servable:
+            self._run(self._refuse_unmigrated)
+            self._servable = True
+        self._session()
+
+    def _refuse_unmigrated(self, conn: Any) -> None:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.tables "
+                "WHERE table_schema = DATABASE() AND table_name = %s",
+                (self.store.table,),
+            )
+            (found,) = cur.fetchone()
+        conn.commit()
+        if not found:
+            raise UsageError(
+                f"no outbox table {self.store.table!r} in MariaDB database "
+                f"{self.dsn.database!r}: run `cdc-ctl db migrate` on it first"
+            )
 
     def claim(self, worker: str, limit: int, lease_s: float, ordered: bool) -> list[OutboxRow]:
         rows: list[OutboxRow] = self._run(self.store.claim, worker, limit, lease_s, ordered)

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
+from cdcbox.errors import UsageError
 from cdcbox.mariadb import MariaDbOutbox, connect
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent
+from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.relay.mariadb_store import MariaDbRelayStore
-from tests.helpers import mariadb_outbox
+from tests.helpers import mariadb_outbox, unique
 
 pytestmark = pytest.mark.integration
 
@@ -133,3 +135,13 @@ def test_failures_back_off_go_dead_and_released_rows_spend_nothing(
     }
     # The RETRY row is not due for a minute; the released one is due at once.
     assert [r.id for r in store.claim(conn, "w", 10, 30.0, ordered=True)] == [released]
+
+
+def test_a_relay_on_an_outbox_never_migrated_is_refused(mariadb_dsn: str) -> None:
+    config = RelayConfig(dsn=mariadb_dsn, bootstrap_servers="127.0.0.1:1", worker_id="w")
+    worker = RelayWorker(config, names=DbNames(outbox=unique("missing")))
+    try:
+        with pytest.raises(UsageError, match=r"no outbox table 'missing_\w+'.*db migrate"):
+            worker.run_once()
+    finally:
+        worker.close()
