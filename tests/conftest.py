@@ -121,3 +121,9 @@ def db(database: str) -> Iterator[psycopg.Connection[Any]]:
 @pytest.fixture(scope="session")
 def connect_client(stack: Endpoints) -> ConnectClient:
     return ConnectClient(stack.connect_url)
+
+
+@pytest.fixture(scope="session")
+def mariadb_dsn(cdcbox_mariadb: str) -> str:
+    """The DSN of a migrated MariaDB database (the native stack's, or CDCBOX_MARIADB_DSN)."""
+    return cdcbox_mariadb

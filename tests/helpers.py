@@ -181,3 +181,18 @@ def parked_count(conn: psycopg.Connection[Any], names: DbNames, consumer: str) -
             (consumer,),
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+def mariadb_outbox(dsn: str, names: DbNames | None = None) -> DbNames:
+    """An outbox table (of its own, unless `names` are given) in the MariaDB database
+    `dsn`, migrated."""
+    from cdcbox.mariadb import connect
+    from cdcbox.mariadb import migrate as migrate_mariadb
+
+    names = names or DbNames(outbox=unique("outbox"), migrations=unique("migrations"))
+    conn = connect(dsn)
+    try:
+        migrate_mariadb(conn, names)
+    finally:
+        conn.close()
+    return names

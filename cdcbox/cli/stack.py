@@ -202,6 +202,13 @@ def stack() -> None:
     help="The schema registry (Apicurio, Confluent-compatible API on port 28081; Java 21+, "
     "found beside the stack's JDK or named by CDCBOX_REGISTRY_JAVA_HOME) [on].",
 )
+@click.option(
+    "--with-mariadb",
+    is_flag=True,
+    envvar="CDCBOX_STACK_MARIADB",
+    help="Also MariaDB (Debian's mariadb-server, installed when absent) on port 53306, for "
+    "services whose outbox lives there; `stack env` then exports CDCBOX_MARIADB_DSN.",
+)
 def up(
     config: StackConfig,
     mode: str | None,
@@ -212,6 +219,7 @@ def up(
     build_ca: Path | None,
     exactly_once: str,
     with_registry: bool,
+    with_mariadb: bool,
 ) -> None:
     """Start PostgreSQL, the schema registry, Kafka and Kafka Connect; wait until each
     answers."""
@@ -224,6 +232,7 @@ def up(
         build_ca=build_ca,
         exactly_once=cast(ExactlyOnce, exactly_once),
         with_registry=with_registry,
+        with_mariadb=with_mariadb,
     )
     _show_steps()
     endpoints = runner.up(config, cast("Mode | None", mode))

@@ -72,6 +72,8 @@ class Ports:
     # checks): below the ephemeral range too, as the registry may be restarted late.
     registry: int = 28081
     registry_management: int = 28082
+    # MariaDB (`stack up --with-mariadb`), for services whose outbox lives there.
+    mariadb: int = 53306
     # With --with-metrics: Prometheus, the pipeline exporter, Connect worker j's JMX
     # exporter on connect_metrics + j, and the ports the stack's Prometheus scrapes for
     # consumers (run them with --metrics-port 29100 ... 29104) and relays (29105, 29106).
@@ -133,6 +135,8 @@ class StackConfig:
     exactly_once: ExactlyOnce = "enabled"
     # The schema registry (Apicurio, cdcbox.stack.registry); `stack up --no-registry`.
     with_registry: bool = True
+    # MariaDB from Debian's package (cdcbox.stack.mariadb); `stack up --with-mariadb`.
+    with_mariadb: bool = False
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):

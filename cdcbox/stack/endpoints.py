@@ -31,6 +31,7 @@ ENV_NAMES = {
 
 PROMETHEUS_ENV = "CDCBOX_PROMETHEUS_URL"
 REGISTRY_ENV = "CDCBOX_REGISTRY_URL"
+MARIADB_ENV = "CDCBOX_MARIADB_DSN"
 SECURITY_ENV_PREFIXES = (
     "CDCBOX_KAFKA_",
     "CDCBOX_CONNECT_DB_SSL",
@@ -70,6 +71,9 @@ class Endpoints:
     prometheus_url: str = ""
     # The schema registry's Confluent-compatible API (CDCBOX_REGISTRY_URL); "" without.
     registry_url: str = ""
+    # A stack with MariaDB: the `cdcbox` user's DSN (CDCBOX_MARIADB_DSN; its password in
+    # the option file it names); "" without.
+    mariadb_dsn: str = ""
 
     def as_env(self) -> dict[str, str]:
         values = {ENV_NAMES[k]: v for k, v in asdict(self).items() if k in ENV_NAMES}
@@ -77,6 +81,8 @@ class Endpoints:
             values[PROMETHEUS_ENV] = self.prometheus_url
         if self.registry_url:
             values[REGISTRY_ENV] = self.registry_url
+        if self.mariadb_dsn:
+            values[MARIADB_ENV] = self.mariadb_dsn
         return {**values, **self.security_env}
 
     def connect_auth(self) -> tuple[str, str] | None:
@@ -110,4 +116,5 @@ class Endpoints:
             security_env=security,
             prometheus_url=env.get(PROMETHEUS_ENV, ""),
             registry_url=env.get(REGISTRY_ENV, ""),
+            mariadb_dsn=env.get(MARIADB_ENV, ""),
         )

@@ -20,6 +20,7 @@ from cdcbox.stack.connect_worker import NativeConnect
 from cdcbox.stack.endpoints import ComponentStatus, Endpoints
 from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
+from cdcbox.stack.mariadb import NativeMariaDB
 from cdcbox.stack.metrics import NativeExporter, NativePrometheus
 from cdcbox.stack.postgres import NativePostgres
 from cdcbox.stack.registry import NativeRegistry
@@ -96,7 +97,11 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
         raise StackError(
             "--with-metrics is native only: with compose, use its `observability` profile"
         )
-    recorded_flags = {"with_metrics": config.with_metrics, "with_registry": config.with_registry}
+    recorded_flags = {
+        "with_metrics": config.with_metrics,
+        "with_registry": config.with_registry,
+        "with_mariadb": config.with_mariadb,
+    }
     _mode_file(config).write_text(json.dumps({"mode": mode, **shape, **recorded_flags}) + "\n")
     return secrets
 
@@ -133,6 +138,12 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
         with step(f"Apicurio Registry {version} (schema registry) on port {port}"):
             registry.start()
         registry_url = registry.url
+    mariadb_dsn = ""
+    if config.with_mariadb:
+        mariadb = NativeMariaDB(config)
+        with step(f"MariaDB (Debian's package) on port {config.ports.mariadb}"):
+            mariadb.start()
+        mariadb_dsn = mariadb.dsn()
     with step("Kafka and Debezium jars (Maven; downloaded on the first run only)"):
         layout = resolve_jars(config)
     nodes = [NativeKafka(config, layout, n) for n in range(config.brokers)]
@@ -160,6 +171,7 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
         debezium_password_file=str(secrets.debezium_properties),
         security_env=_security_env(config),
         registry_url=registry_url,
+        mariadb_dsn=mariadb_dsn,
     )
     if not config.with_metrics:
         return endpoints
@@ -223,6 +235,7 @@ def down(config: StackConfig, purge: bool = False) -> None:
     if purge and config.state_dir.exists():
         if mode == "native":
             NativePostgres(config, _secrets(config)).purge()
+            NativeMariaDB(config).purge()
         shutil.rmtree(config.state_dir)
 
 
@@ -231,6 +244,7 @@ Component = (
     | NativeKafka
     | NativePostgres
     | NativeRegistry
+    | NativeMariaDB
     | NativeExporter
     | NativePrometheus
 )
@@ -267,7 +281,16 @@ def native_components(config: StackConfig) -> list[Component]:
         metrics = [NativePrometheus(shape), NativeExporter(shape)]
     registry = NativeRegistry(shape)
     registries = [registry] if recorded.get("with_registry") or registry.running() else []
-    return [*metrics, *workers, *nodes, *registries, NativePostgres(shape, _secrets(shape))]
+    mariadb = NativeMariaDB(shape)
+    mariadbs = [mariadb] if recorded.get("with_mariadb") or mariadb.running() else []
+    return [
+        *metrics,
+        *workers,
+        *nodes,
+        *registries,
+        *mariadbs,
+        NativePostgres(shape, _secrets(shape)),
+    ]
 
 
 def status(config: StackConfig) -> list[ComponentStatus]:
@@ -276,7 +299,7 @@ def status(config: StackConfig) -> list[ComponentStatus]:
     result = []
     components = native_components(config)
     by_kind = [c for c in components if c.name == "postgres"]
-    by_kind += [c for c in components if c.name == "registry"]
+    by_kind += [c for c in components if c.name in ("mariadb", "registry")]
     by_kind += sorted((c for c in components if c.name.startswith("kafka")), key=_order)
     by_kind += sorted((c for c in components if c.name.startswith("connect")), key=_order)
     by_kind += [c for c in components if c.name in ("exporter", "prometheus")]

@@ -117,6 +117,18 @@ def ensure_postgres(major: str) -> Path:
     return bin_dir
 
 
+def ensure_mariadb() -> Path:
+    """The path of Debian's `mariadbd`, installing `mariadb-server` when absent. Where
+    no policy stops packages from starting services, its package starts a system server
+    on port 3306; the stack runs its own private one beside it."""
+    path = Path("/usr/sbin/mariadbd")
+    if not path.exists():
+        _apt_install(["mariadb-server", "mariadb-client"])
+    if not path.exists():
+        raise StackError(f"MariaDB's server is not at {path} after installing mariadb-server")
+    return path
+
+
 def postgres_account() -> pwd.struct_passwd | None:
     """The `postgres` system account when we are root (PostgreSQL refuses to run as root)."""
     if not is_root():

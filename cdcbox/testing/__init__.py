@@ -9,6 +9,8 @@ with `-p no:cdcbox.testing`). Fixtures:
   stack, started for the session and stopped after it; migrated, connector applied.
 - `cdcbox_database` (session): the DSN of a migrated PostgreSQL, starting only
   PostgreSQL when nothing else is needed.
+- `cdcbox_mariadb` (session): the DSN of a migrated MariaDB database (`CDCBOX_MARIADB_DSN`,
+  else the native stack's MariaDB, started for the session; the `mariadb` extra).
 - `cdcbox_schema`: a schema of its own for one test, migrated (`DbNames`), dropped after.
 - `cdcbox_aggregate_type`: an aggregate type (and so a topic) no other test uses.
 - `cdcbox_harness`: builds a `Harness` that feeds events to your handlers through the
@@ -69,6 +71,12 @@ def cdcbox_stack(pytestconfig: pytest.Config) -> Endpoints:
 @pytest.fixture(scope="session")
 def cdcbox_database(pytestconfig: pytest.Config) -> str:
     return session_stack(pytestconfig).database()
+
+
+@pytest.fixture(scope="session")
+def cdcbox_mariadb(pytestconfig: pytest.Config) -> str:
+    """The DSN of a migrated MariaDB database (needs the `mariadb` extra)."""
+    return session_stack(pytestconfig).mariadb()
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from cdcbox.resources import resource_dir
 from cdcbox.stack import runner
 from cdcbox.stack.compose import ComposeStack, docker_engine_answers
 from cdcbox.stack.config import StackConfig
-from cdcbox.stack.endpoints import ENV_NAMES, Endpoints
+from cdcbox.stack.endpoints import ENV_NAMES, MARIADB_ENV, Endpoints
+from cdcbox.stack.mariadb import NativeMariaDB
 from cdcbox.stack.secrets import StackSecrets, read_password_properties
 
 
@@ -49,6 +50,8 @@ class SessionStack:
         self._external = external_stack()
         self._endpoints: Endpoints | None = None
         self._dsn: str | None = None
+        self._mariadb_dsn: str | None = None
+        self._started_mariadb: NativeMariaDB | None = None
         self._compose = contextlib.ExitStack()
 
     def database(self) -> str:
@@ -62,6 +65,27 @@ class SessionStack:
             secrets = StackSecrets(self.config.state_dir / "secrets")
             _migrate(self._dsn, secrets.debezium_properties)
         return self._dsn
+
+    def mariadb(self) -> str:
+        """A migrated MariaDB database (`CDCBOX_MARIADB_DSN`, or the native stack's
+        MariaDB, started here beside whatever else runs, and stopped at the end)."""
+        if self._mariadb_dsn is None:
+            dsn = os.environ.get(MARIADB_ENV)
+            if not dsn:
+                server = NativeMariaDB(self.config)
+                if not server.running():
+                    server.start()
+                    self._started_mariadb = server
+                dsn = server.dsn()
+            from cdcbox.mariadb import connect, migrate  # the `mariadb` extra
+
+            conn = connect(dsn)
+            try:
+                migrate(conn)
+            finally:
+                conn.close()
+            self._mariadb_dsn = dsn
+        return self._mariadb_dsn
 
     def everything(self) -> Endpoints:
         """The whole stack, migrated, with the shipped connector RUNNING."""
@@ -106,6 +130,8 @@ class SessionStack:
         self._compose.close()
         if self.started_native:
             runner.down(self.config)
+        if self._started_mariadb is not None:
+            self._started_mariadb.stop()
 
 
 def _migrate(dsn: str, debezium_password_file: Path) -> None:
