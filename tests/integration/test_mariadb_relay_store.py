@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from cdcbox.errors import UsageError
+from cdcbox.errors import DatabaseUnavailable, UsageError
 from cdcbox.mariadb import MariaDbOutbox, connect
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent
 from cdcbox.relay import RelayConfig, RelayWorker
+from cdcbox.relay.databases import MariaDbRelayDatabase
 from cdcbox.relay.mariadb_store import MariaDbRelayStore
 from tests.helpers import mariadb_outbox, unique
 
@@ -145,3 +146,24 @@ def test_a_relay_on_an_outbox_never_migrated_is_refused(mariadb_dsn: str) -> Non
             worker.run_once()
     finally:
         worker.close()
+
+
+def test_a_session_the_server_ended_is_an_outage_and_the_next_claim_reconnects(
+    mariadb_dsn: str, names: DbNames
+) -> None:
+    (row,) = append(mariadb_dsn, names, "a")
+    database = MariaDbRelayDatabase(mariadb_dsn, names, lease_check=True)
+    try:
+        database.open(listen=False)
+        session_id = database._session().thread_id()
+        killer = connect(mariadb_dsn, autocommit=True)
+        try:
+            with killer.cursor() as cur:
+                cur.execute("KILL %s", (session_id,))
+        finally:
+            killer.close()
+        with pytest.raises(DatabaseUnavailable, match=r"MariaDB at cdcbox@.* went away"):
+            database.claim("w", 10, 30.0, ordered=True)
+        assert [r.id for r in database.claim("w", 10, 30.0, ordered=True)] == [row]
+    finally:
+        database.close()
