@@ -27,12 +27,14 @@ USER = "cdcbox"
 
 
 def _account() -> pwd.struct_passwd | None:
+    """The `mysql` account when we are root and it exists (Debian's mariadb-server makes
+    it); None otherwise, so that a stack without MariaDB is inspected without one."""
     if not is_root():
         return None
     try:
         return pwd.getpwnam(ACCOUNT)
-    except KeyError as e:
-        raise StackError(f"no {ACCOUNT!r} system user: install mariadb-server") from e
+    except KeyError:
+        return None
 
 
 def server_root(state_dir: Path) -> Path:
@@ -61,12 +63,16 @@ class NativeMariaDB(process.PidTracked):
 
     def __init__(self, config: StackConfig) -> None:
         self.config = config
-        self.root = server_root(config.state_dir)
+        self.log_file = config.state_dir / "logs" / "mariadb.log"
+        self.option_file = config.state_dir / "secrets" / "mariadb.cnf"
+        self._locate()
+
+    def _locate(self) -> None:
+        """Where the server's files are: known once the package made its account."""
+        self.root = server_root(self.config.state_dir)
         self.data_dir = self.root / "data"
         self.socket = self.root / "mariadb.sock"
         self.pid_file = self.root / "mariadb.pid"
-        self.log_file = config.state_dir / "logs" / "mariadb.log"
-        self.option_file = config.state_dir / "secrets" / "mariadb.cnf"
 
     def dsn(self, database: str | None = None) -> str:
         """The `cdcbox` user's DSN; its password is in the option file, never here."""
@@ -77,6 +83,7 @@ class NativeMariaDB(process.PidTracked):
 
     def start(self) -> None:
         mariadbd = ensure_mariadb()
+        self._locate()
         if self.running():
             return
         self._prepare()
@@ -116,6 +123,8 @@ class NativeMariaDB(process.PidTracked):
     def _prepare(self) -> None:
         """The data directory (once), owned by the server's user; the password file."""
         account = _account()
+        if is_root() and account is None:
+            raise StackError(f"no {ACCOUNT!r} system user: install mariadb-server")
         self.root.mkdir(parents=True, exist_ok=True)
         if account is not None:
             shutil.chown(self.root, account.pw_uid, account.pw_gid)
