@@ -46,6 +46,7 @@ MARKERS = (
     "class ShipmentEvents(Handler):",
     'schemas = Catalogue.load(Path("schemas/avro"))',
     "registered = Catalogue.load(",
+    "outbox = MariaDbOutbox()",  # tests/integration/test_mariadb_outbox.py
 )
 
 

@@ -13,6 +13,7 @@ from cdcbox.errors import SchemaError, UsageError
 from cdcbox.mariadb import MariaDbOutbox, connect, migrate
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent
+from tests.e2e.test_readme import block
 from tests.helpers import mariadb_outbox, unique
 
 pytestmark = pytest.mark.integration
@@ -115,3 +116,27 @@ def test_migrate_is_idempotent_when_two_run_at_once(mariadb_dsn: str) -> None:
         t.join()
     assert sorted(applied) == [[], ["0001_outbox"]]
     assert rows(mariadb_dsn, names) == []  # the table is there, empty
+
+
+def test_the_guides_example_runs_as_written(mariadb_dsn: str) -> None:
+    """docs/guides/mariadb.md's producer, on the default outbox the session migrated."""
+    order_id = unique("o")
+    conn = connect(mariadb_dsn, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS orders (id VARCHAR(64) PRIMARY KEY, status TEXT)"
+            )
+            cur.execute("INSERT INTO orders VALUES (%s, 'NEW')", (order_id,))
+        exec(block("outbox = MariaDbOutbox()"), {"dsn": mariadb_dsn, "order_id": order_id})  # noqa: S102
+        with conn.cursor() as cur:
+            cur.execute("SELECT status FROM orders WHERE id = %s", (order_id,))
+            assert cur.fetchone() == ("PLACED",)
+            cur.execute(
+                "SELECT event_type, aggregate_version, payload FROM outbox_event "
+                "WHERE aggregate_id = %s",
+                (order_id,),
+            )
+            assert list(cur.fetchall()) == [("OrderPlaced", 3, b'{"total":42}')]
+    finally:
+        conn.close()
