@@ -9,7 +9,6 @@ password is generated once into a client option file (`[client]`), which the DSN
 
 from __future__ import annotations
 
-import hashlib
 import pwd
 import secrets
 import shutil
@@ -20,7 +19,7 @@ from cdcbox.errors import StackError
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.secrets import write_private
-from cdcbox.stack.system import ensure_mariadb, is_root
+from cdcbox.stack.system import ensure_mariadb, is_root, private_root
 
 ACCOUNT = "mysql"
 USER = "cdcbox"
@@ -38,22 +37,10 @@ def _account() -> pwd.struct_passwd | None:
 
 
 def server_root(state_dir: Path) -> Path:
-    """In the state directory when the `mysql` user can reach it; otherwise under
-    /var/tmp, keyed by the state directory (as the stack's PostgreSQL cluster)."""
-    preferred = state_dir / "mariadb"
-    runuser = shutil.which("runuser")
-    if _account() is None or runuser is None:
-        return preferred
-    state_dir.mkdir(parents=True, exist_ok=True)
-    probe = subprocess.run(
-        [runuser, "-u", ACCOUNT, "--", "test", "-x", str(state_dir)],
-        check=False,
-        capture_output=True,
-    )
-    if probe.returncode == 0:
-        return preferred
-    key = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
-    return Path("/var/tmp") / f"cdcbox-{key}" / "mariadb"  # noqa: S108 - owned by mysql
+    """Where the server's files live (`private_root`: reachable by the mysql user)."""
+    if _account() is None:
+        return state_dir / "mariadb"
+    return private_root(state_dir, ACCOUNT, "mariadb")
 
 
 class NativeMariaDB(process.PidTracked):

@@ -6,7 +6,6 @@ started and stopped through its postmaster pid.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -19,7 +18,7 @@ from cdcbox.errors import StackError
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.secrets import SUPERUSER, StackSecrets, write_private
-from cdcbox.stack.system import ensure_postgres, postgres_account
+from cdcbox.stack.system import ensure_postgres, postgres_account, private_root
 from cdcbox.stack.tls import StackTls
 
 # Sized for a 2-core, 24 GiB machine shared with two JVMs; logical decoding needs the
@@ -47,22 +46,10 @@ def as_postgres() -> list[str]:
 
 
 def cluster_root(state_dir: Path) -> Path:
-    """Where the cluster lives: in the state directory when the postgres user can reach
-    it; otherwise (a state directory under root's private home, say) under /var/tmp, keyed
-    by the state directory, so the same stack always finds its cluster again."""
-    preferred = state_dir / "postgres"
+    """Where the cluster lives (`private_root`: reachable by the postgres user)."""
     if postgres_account() is None:
-        return preferred
-    state_dir.mkdir(parents=True, exist_ok=True)
-    probe = subprocess.run(
-        [*as_postgres(), "test", "-x", str(state_dir)],
-        check=False,
-        capture_output=True,
-    )
-    if probe.returncode == 0:
-        return preferred
-    key = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
-    return Path("/var/tmp") / f"cdcbox-{key}" / "postgres"  # noqa: S108 - owned by postgres
+        return state_dir / "postgres"
+    return private_root(state_dir, "postgres", "postgres")
 
 
 class NativePostgres:

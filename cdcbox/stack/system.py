@@ -6,6 +6,7 @@ do); otherwise the error names the package to install.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pwd
@@ -127,6 +128,27 @@ def ensure_mariadb() -> Path:
     if not path.exists():
         raise StackError(f"MariaDB's server is not at {path} after installing mariadb-server")
     return path
+
+
+def private_root(state_dir: Path, account: str, component: str) -> Path:
+    """Where a server run as system user `account` keeps its files: in the state
+    directory when that user can reach it; otherwise (a state directory under root's
+    private home, say) under /var/tmp, keyed by the state directory, so the same stack
+    always finds them again."""
+    preferred = state_dir / component
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        return preferred  # starting the server names what is missing
+    state_dir.mkdir(parents=True, exist_ok=True)
+    probe = subprocess.run(
+        [runuser, "-u", account, "--", "test", "-x", str(state_dir)],
+        check=False,
+        capture_output=True,
+    )
+    if probe.returncode == 0:
+        return preferred
+    key = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    return Path("/var/tmp") / f"cdcbox-{key}" / component  # noqa: S108 - owned by `account`
 
 
 def postgres_account() -> pwd.struct_passwd | None:

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from cdcbox.producer.columns import EVENT_COLUMNS
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.stack.endpoints import Endpoints
-from tests.e2e.topics import read_topic
+from tests.e2e.topics import assert_each_aggregate_in_order, read_topic
 from tests.helpers import eventually, mariadb_outbox, unique
 
 pytestmark = pytest.mark.e2e
@@ -138,14 +137,7 @@ def test_two_workers_publish_from_concurrent_writers_in_order(
             t.join(timeout=60)
     assert sum(r.stats.sent for r in relays) == total
     assert all(r.stats.sent > 0 for r in relays)  # the work really was shared
-    records = read_topic(stack, wire.topic_for(aggregate_type), expect=total, timeout=120)
-    order: dict[bytes, list[int]] = defaultdict(list)
-    for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
-        order[rec.key].append(int(dict(rec.headers)["aggregate_version"]))
-    assert len({dict(r.headers)["id"] for r in records}) == total
-    assert len(order) == writers * per_writer
-    for key, seen in order.items():
-        assert seen == list(range(1, versions + 1)), f"{key!r} out of order"
+    assert_each_aggregate_in_order(stack, aggregate_type, total, writers * per_writer, versions)
 
 
 def test_a_worker_sigkilled_mid_batch_loses_nothing(

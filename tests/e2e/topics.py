@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from kafka import KafkaConsumer
 
+from cdcbox import wire
 from cdcbox.stack.endpoints import Endpoints
 from tests.helpers import eventually
 
@@ -38,3 +40,18 @@ def read_topic(
     finally:
         reader.close()
     return got
+
+
+def assert_each_aggregate_in_order(
+    stack: Endpoints, aggregate_type: str, total: int, aggregates: int, versions: int
+) -> None:
+    """The topic of `aggregate_type` holds `total` distinct events, and each of its
+    `aggregates` has versions 1..`versions` in that order."""
+    records = read_topic(stack, wire.topic_for(aggregate_type), expect=total, timeout=120)
+    order: dict[bytes, list[int]] = defaultdict(list)
+    for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
+        order[rec.key].append(int(dict(rec.headers)["aggregate_version"]))
+    assert len({dict(r.headers)["id"] for r in records}) == total
+    assert len(order) == aggregates
+    for key, seen in order.items():
+        assert seen == list(range(1, versions + 1)), f"{key!r} out of order"

@@ -4,7 +4,6 @@ until it expires, and failures back off or go DEAD."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from cdcbox.producer.outbox import NewEvent
 from cdcbox.relay import RelayConfig, RelayWorker
 from cdcbox.relay.databases import MariaDbRelayDatabase
 from cdcbox.relay.mariadb_store import MariaDbRelayStore
-from tests.helpers import mariadb_outbox, unique
+from tests.helpers import eventually, mariadb_outbox, unique
 
 pytestmark = pytest.mark.integration
 
@@ -103,11 +102,11 @@ def test_a_lease_is_honoured_until_it_expires(mariadb_dsn: str, names: DbNames, 
     assert [r.id for r in store.claim(conn, "w1", 10, 0.5, ordered=True)] == [row]
     assert store.claim(conn, "w2", 10, 30.0, ordered=True) == []  # leased to w1
     assert store.mark_sent(conn, "w2", [row]) == 0
-    deadline = time.monotonic() + 10
-    taken: list[Any] = []
-    while not taken and time.monotonic() < deadline:
-        taken = store.claim(conn, "w2", 10, 30.0, ordered=True)
-        time.sleep(0.1)
+    taken = eventually(
+        lambda: store.claim(conn, "w2", 10, 30.0, ordered=True),
+        timeout=10,
+        what="w1's lease to expire and w2 to take the row",
+    )
     assert [r.id for r in taken] == [row]  # the expired lease was taken over
     assert store.mark_sent(conn, "w1", [row]) == 0  # the late worker overwrites nothing
     assert store.mark_sent(conn, "w2", [row]) == 1
