@@ -136,7 +136,9 @@ def test_two_workers_publish_from_concurrent_writers_in_order(
         for t in threads:
             t.join(timeout=60)
     assert sum(r.stats.sent for r in relays) == total
-    assert all(r.stats.sent > 0 for r in relays)  # the work really was shared
+    # Which worker sends what is timing: polling (no NOTIFY), one may drain it all under
+    # load (CI of fa2d3da). That they never block each other is proven deterministically
+    # by tests/integration/test_mariadb_relay_store.py (a held claim is skipped).
     assert_each_aggregate_in_order(stack, aggregate_type, total, writers * per_writer, versions)
 
 
