@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from cdcbox.errors import CdcboxError
 from cdcbox.event import Event
 from cdcbox.producer import NewEvent, Outbox, UnitOfWork
+from cdcbox.session import Session
 from cdcbox.wire import WireFormat
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "Outcome",
     "RefuseTransition",
     "RetryLater",
+    "Session",
     "SkipEvent",
     "UnitOfWork",
     "WireFormat",

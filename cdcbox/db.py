@@ -12,6 +12,7 @@ from psycopg import pq
 from psycopg.pq import TransactionStatus
 
 from cdcbox.errors import ConfigError, DatabaseUnavailable, SessionChanged
+from cdcbox.session import Session
 
 
 class PipelineAwareCursor(psycopg.Cursor[Any]):
@@ -40,7 +41,7 @@ class PipelineAwareCursor(psycopg.Cursor[Any]):
 
 # How the consumer's steps get their connection: called each time, so a `Reconnecting`
 # can hand out a fresh one after the database restarted.
-ConnectionSource = Callable[[], psycopg.Connection[Any]]
+ConnectionSource = Callable[[], Session]  # the consumer's session, reopened when broken
 
 
 def connect(

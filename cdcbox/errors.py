@@ -32,6 +32,11 @@ class DatabaseUnavailable(ServiceUnavailable):
     the long-running processes, never charged to the record in flight."""
 
 
+class DatabaseError(CdcboxError, RuntimeError):
+    """A statement failed on a database reached through a driver other than psycopg
+    (MariaDB): the driver's error is the cause. psycopg's errors are raised as they are."""
+
+
 class SlotUnavailable(CdcboxError, RuntimeError):
     """The outbox without a table (messages mode) found its replication slot missing or
     invalidated: an event emitted then could never be published, so none was."""

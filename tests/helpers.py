@@ -183,6 +183,19 @@ def parked_count(conn: psycopg.Connection[Any], names: DbNames, consumer: str) -
     return int(row[0]) if row else 0
 
 
+def mariadb_names(dsn: str) -> DbNames:
+    """Every cdcbox table (outbox and consumers') of its own in the MariaDB database
+    `dsn`, migrated."""
+    tables = ("inbox", "versions", "reconciliation", "parked", "bindings", "breakers")
+    names = DbNames(
+        outbox=unique("outbox"),
+        migrations=unique("migrations"),
+        breaker_failures=unique("breaker_failures"),
+        **{table: unique(table) for table in tables},
+    )
+    return mariadb_outbox(dsn, names)
+
+
 def mariadb_outbox(dsn: str, names: DbNames | None = None) -> DbNames:
     """An outbox table (of its own, unless `names` are given) in the MariaDB database
     `dsn`, migrated."""

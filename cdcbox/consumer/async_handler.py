@@ -29,8 +29,10 @@ import psycopg
 
 from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.handler import BaseHandler
+from cdcbox.errors import UsageError
 from cdcbox.event import Event
-from cdcbox.producer.outbox import NewEvent, slot_refusal
+from cdcbox.producer.outbox import NewEvent, Outbox, slot_refusal
+from cdcbox.session import Session
 from cdcbox.telemetry.tracing import in_current_context
 
 T = TypeVar("T")
@@ -63,15 +65,16 @@ class AsyncHandler(BaseHandler):
     ) -> uuid.UUID:
         """`Handler.emit`, awaited, on the `AsyncConnection` `handle` got."""
         outbox = require_outbox(self.outbox, type(self).__name__)
+        assert isinstance(outbox, Outbox)  # async handlers run on PostgreSQL only
         prepared = outbox.one(conn, caused_by(cause, event))
         with slot_refusal(outbox.messages):
             await conn.execute(prepared.statement, prepared.params)
         return prepared.event_ids[0]
 
-    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+    def invoke(self, event: Event, conn: Session) -> None:
         run_on_loop(in_current_context(self.handle(event, async_view(conn))))
 
-    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+    def invoke_batch(self, events: Sequence[Event], conn: Session) -> None:
         run_on_loop(in_current_context(self.handle_batch(events, async_view(conn))))
 
 
@@ -112,13 +115,16 @@ _views: weakref.WeakKeyDictionary[psycopg.Connection[Any], psycopg.AsyncConnecti
 _views_lock = threading.Lock()
 
 
-def async_view(conn: psycopg.Connection[Any]) -> psycopg.AsyncConnection[Any]:
+def async_view(conn: Session) -> psycopg.AsyncConnection[Any]:
     """The `AsyncConnection` over `conn`'s own libpq connection (one per connection).
 
     It never prepares statements (the two objects would name them alike), and `conn`
     keeps its notice and notification handlers. It is closed when `conn` is: never
-    close it, commit it or roll it back yourself.
+    close it, commit it or roll it back yourself. Async handlers run on PostgreSQL only
+    (the consumer refuses them at start on another database).
     """
+    if not isinstance(conn, psycopg.Connection):
+        raise UsageError("an AsyncHandler needs a PostgreSQL session (psycopg)")
     with _views_lock:
         view = _views.get(conn)
         if view is None:

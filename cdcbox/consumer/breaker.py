@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-import psycopg
-from psycopg import sql
 
 from cdcbox.names import DbNames
+from cdcbox.session import Session
+from cdcbox.stores.breaker_state import BreakerState
+from cdcbox.stores.protocols import BreakerStore
 
 
 @dataclass(frozen=True)
@@ -47,65 +46,37 @@ class CircuitBreaker:
     run, fewer than `failing_aggregates` aggregates reach the dead letters before it
     opens; it closes only on a success, never because failures aged out."""
 
-    def __init__(self, policy: BreakerPolicy, names: DbNames = DbNames()) -> None:
+    def __init__(
+        self, policy: BreakerPolicy, names: DbNames = DbNames(), state: BreakerStore | None = None
+    ) -> None:
         self.policy = policy
         self._open: set[str] = set()  # consumer names this process holds records for
-        breakers, failures = names.table("breakers"), names.table("breaker_failures")
-        # Creates the row on first use and locks it either way: deciders queue here.
-        self._lock_state = sql.SQL(
-            "INSERT INTO {} AS b (consumer_name) VALUES (%s) ON CONFLICT (consumer_name) "
-            "DO UPDATE SET consumer_name = b.consumer_name RETURNING is_open, closed_at"
-        ).format(breakers)
-        self._failing = sql.SQL(
-            "SELECT count(*) FROM {} WHERE consumer_name = %s "
-            "AND failed_at > greatest(now() - make_interval(secs => %s), "
-            "coalesce(%s::timestamptz, '-infinity')) "
-            "AND (aggregate_type, aggregate_id) IS DISTINCT FROM (%s, %s)"
-        ).format(failures)
-        self._note = sql.SQL(
-            "INSERT INTO {} (consumer_name, aggregate_type, aggregate_id) VALUES (%s, %s, %s) "
-            "ON CONFLICT (consumer_name, aggregate_type, aggregate_id) "
-            "DO UPDATE SET failed_at = now()"
-        ).format(failures)
-        self._open_it = sql.SQL(
-            "UPDATE {} SET is_open = true, opened_at = now() WHERE consumer_name = %s"
-        ).format(breakers)
-        self._close_it = sql.SQL(
-            "UPDATE {} SET is_open = false, closed_at = now() WHERE consumer_name = %s AND is_open"
-        ).format(breakers)
-        self._tripped_at = sql.SQL(
-            "SELECT opened_at - make_interval(secs => %s) FROM {} WHERE consumer_name = %s"
-        ).format(breakers)
+        self.state: BreakerStore = state if state is not None else BreakerState(names)
 
     def is_open(self, consumer: str) -> bool:
         """This process's view: True while it holds a record back for `consumer`."""
         return consumer in self._open
 
-    def holds(
-        self, conn: psycopg.Connection[Any], consumer: str, aggregate: tuple[str, str]
-    ) -> bool:
+    def holds(self, conn: Session, consumer: str, aggregate: tuple[str, str]) -> bool:
         """A record of `aggregate` used up its retries: True when it must be held (the
         breaker is open, or opens now) instead of dead-lettered."""
         if not self.policy.enabled:
             return False
         with conn.transaction():
-            row = conn.execute(self._lock_state, (consumer,)).fetchone()
-            assert row is not None
-            is_open, closed_at = row
+            is_open, closed_at = self.state.lock(conn, consumer)
             if not is_open:
-                failing = conn.execute(
-                    self._failing, (consumer, self.policy.window_s, closed_at, *aggregate)
-                ).fetchone()
-                assert failing is not None
-                if failing[0] + 1 < self.policy.failing_aggregates:
+                failing = self.state.failing(
+                    conn, consumer, self.policy.window_s, closed_at, aggregate
+                )
+                if failing + 1 < self.policy.failing_aggregates:
                     # Noted under the lock: a concurrent process counts it at once.
-                    conn.execute(self._note, (consumer, *aggregate))
+                    self.state.note(conn, consumer, aggregate)
                     return False
-                conn.execute(self._open_it, (consumer,))
+                self.state.open(conn, consumer)
         self._open.add(consumer)
         return True
 
-    def record_success(self, conn: psycopg.Connection[Any], consumer: str) -> datetime | None:
+    def record_success(self, conn: Session, consumer: str) -> datetime | None:
         """A record of `consumer` succeeded. If this process held records back it stops,
         closes the shared breaker (unless another process did already) and gets when the
         tripping window began, to replay what its partitions dead-lettered since."""
@@ -113,6 +84,4 @@ class CircuitBreaker:
             return None
         self._open.discard(consumer)
         with conn.transaction():
-            conn.execute(self._close_it, (consumer,))
-            row = conn.execute(self._tripped_at, (self.policy.window_s, consumer)).fetchone()
-        return row[0] if row else None
+            return self.state.close(conn, consumer, self.policy.window_s)

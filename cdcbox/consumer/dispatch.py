@@ -13,6 +13,7 @@ from cdcbox.avro import Catalogue
 from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import ConfigError
+from cdcbox.mariadb.outbox import MariaDbOutbox
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import Outbox
 
@@ -58,10 +59,20 @@ def bind_outboxes(
     names: DbNames,
     schemas: Catalogue | None,
     messages: bool = False,
+    mariadb: bool = False,
 ) -> None:
     """Give each handler that names no outbox the consumer's own for `Handler.emit` (its
     schema, its Avro catalogue, so emitted Avro event types are encoded and checked, and
-    its mode: the table, or `messages`)."""
+    its mode: the table, or `messages`; on MariaDB its database's outbox table)."""
+    if mariadb and messages:
+        raise ConfigError(
+            "emit_messages: logical decoding messages are PostgreSQL's; a MariaDB "
+            "consumer emits to its outbox table (published by the polling relay)"
+        )
     for handler in handlers:
         if handler.outbox is None:
-            handler.outbox = Outbox(names, schemas, messages=messages)
+            handler.outbox = (
+                MariaDbOutbox(names, schemas)
+                if mariadb
+                else Outbox(names, schemas, messages=messages)
+            )

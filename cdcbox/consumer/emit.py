@@ -14,6 +14,7 @@ import dataclasses
 
 from cdcbox.errors import UsageError
 from cdcbox.event import Event
+from cdcbox.mariadb.outbox import MariaDbOutbox
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.telemetry.tracing import continuing
 
@@ -29,7 +30,9 @@ def caused_by(cause: Event, event: NewEvent) -> NewEvent:
     )
 
 
-def require_outbox(outbox: Outbox | None, handler_name: str) -> Outbox:
+def require_outbox(
+    outbox: Outbox | MariaDbOutbox | None, handler_name: str
+) -> Outbox | MariaDbOutbox:
     """The outbox a handler emits to, or `UsageError` when nothing bound one."""
     if outbox is None:
         raise UsageError(

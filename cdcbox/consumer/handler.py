@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import psycopg
 
@@ -20,7 +20,9 @@ from cdcbox import wire
 from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.signals import SkipEvent
 from cdcbox.event import Event
+from cdcbox.mariadb.outbox import MariaDbOutbox
 from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.session import Session
 
 
 class BaseHandler:
@@ -47,18 +49,18 @@ class BaseHandler:
     # changes is where a failed statement whose result is not read raises: at the end
     # of the record's (or batch's) transaction.
     pipelined: ClassVar[bool | None] = None
-    # Where `emit` appends. None: the consumer binds its own schema's outbox at start.
-    outbox: Outbox | None = None
+    # Where `emit` appends. None: the consumer binds its own database's outbox at start.
+    outbox: Outbox | MariaDbOutbox | None = None
     # Where its producer's records carry each part of an event. The default reads cdcbox's
     # contract and Debezium's Outbox Event Router as documented; see `wire.WireFormat`.
     wire_format: ClassVar[wire.WireFormat] = wire.DEFAULT_FORMAT
 
-    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
-        """How the consumer applies one event on its connection, in the record's
+    def invoke(self, event: Event, conn: Session) -> None:
+        """How the consumer applies one event on its session, in the record's
         transaction."""
         raise NotImplementedError
 
-    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+    def invoke_batch(self, events: Sequence[Event], conn: Session) -> None:
         """How the consumer applies a batch's events, in the batch's transaction."""
         raise NotImplementedError
 
@@ -76,6 +78,9 @@ class Handler(BaseHandler):
 
     `handle` runs inside the consumer's transaction on `conn`: write your change with it,
     never commit or roll back yourself. Raise any exception to have the record retried.
+    `conn` is a psycopg `Connection` on PostgreSQL and a `MariaDbSession` on MariaDB
+    (`execute`, `cursor`, `transaction()` alike, `%s` placeholders): a handler meant for
+    both annotates it `cdcbox.Session` and writes SQL both accept.
     `event_types = {ANY_EVENT_TYPE}` takes every event of its topics, typed or not.
     """
 
@@ -101,13 +106,15 @@ class Handler(BaseHandler):
             conn, caused_by(cause, event)
         )
 
-    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+    def invoke(self, event: Event, conn: Session) -> None:
         """How the consumer calls `handle` (an `AsyncHandler` runs it on its loop)."""
-        self.handle(event, conn)
+        # `handle` is declared for psycopg, the common case; on MariaDB the session has
+        # the same surface (see the class docstring).
+        self.handle(event, cast("psycopg.Connection[Any]", conn))
 
-    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+    def invoke_batch(self, events: Sequence[Event], conn: Session) -> None:
         """How the consumer calls `handle_batch`."""
-        self.handle_batch(events, conn)
+        self.handle_batch(events, cast("psycopg.Connection[Any]", conn))
 
 
 class NoHandler(BaseHandler):
@@ -122,8 +129,8 @@ class NoHandler(BaseHandler):
         self.consumer_name = consumer_name
         self.reason = f"no handler of {consumer_name} takes event type {event_type!r}"
 
-    def invoke(self, event: Event, conn: psycopg.Connection[Any]) -> None:
+    def invoke(self, event: Event, conn: Session) -> None:
         raise SkipEvent(self.reason)
 
-    def invoke_batch(self, events: Sequence[Event], conn: psycopg.Connection[Any]) -> None:
+    def invoke_batch(self, events: Sequence[Event], conn: Session) -> None:
         raise SkipEvent(self.reason)

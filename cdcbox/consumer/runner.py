@@ -22,6 +22,7 @@ import psycopg
 
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
+from cdcbox.consumer.database import consumer_database, refuse_async_handlers
 from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
@@ -29,13 +30,13 @@ from cdcbox.consumer.offsets import OffsetCommits
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.steps.retry import is_service_outage
-from cdcbox.consumer.stores import Stores
-from cdcbox.db import Reconnecting, durability_barrier, is_outage
+from cdcbox.db import is_outage
 from cdcbox.errors import CdcboxError, SessionChanged
 from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.kafka.topics import ensure_topics, prepare_dead_letters
+from cdcbox.mariadb.connection import is_mariadb_dsn
 from cdcbox.names import DbNames
 from cdcbox.telemetry.http_metrics import serve
 
@@ -52,16 +53,20 @@ class Consumer:
         self.config = config
         self.stats = ConsumerStats()
         self._dispatch = dispatch_table(self.handlers)
-        bind_outboxes(self.handlers, names, config.schemas, config.emit_messages)
+        mariadb = is_mariadb_dsn(config.dsn)
+        if mariadb:
+            refuse_async_handlers(self.handlers)
+        bind_outboxes(self.handlers, names, config.schemas, config.emit_messages, mariadb)
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self._reload_parked = threading.Event()  # set by the assignment listener
         self._committed_records = 0  # for FaultSwitches.kill_after_records
         self._outages = 0  # batches in a row the database's absence cut short
         self._offsets = OffsetCommits()
-        self.connection = Reconnecting(config.dsn, synchronous_commit=config.durable_each_commit)
+        self.database = consumer_database(config.dsn, names, config.durable_each_commit)
+        self.connection = self.database.sessions
         self._names = names
-        self._stores = Stores.for_schema(names)
+        self._stores = self.database.stores
         self._kafka: kafka_client.Consumer | None = None
         self._producer: Producer | None = None
         self._breaker: CircuitBreaker | None = None
@@ -125,12 +130,7 @@ class Consumer:
             self._breaker.is_open(name) for name in self.consumer_names
         ):
             return "circuit breaker open: records held back"
-        try:
-            with psycopg.connect(self.config.dsn, connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
-        except psycopg.Error as e:
-            return f"database unreachable: {type(e).__name__}"
-        return None
+        return self.database.ping()
 
     def _on_assigned(self, partitions: set[TopicPartition]) -> None:
         """A new assignment may bring aggregates another member parked a moment ago: the
@@ -156,7 +156,7 @@ class Consumer:
         )
         kafka, producer = self._open_kafka()
         self._kafka, self._producer = kafka, producer
-        self._breaker = CircuitBreaker(self.config.breaker, self._names)
+        self._breaker = CircuitBreaker(self.config.breaker, self._names, self._stores.breaker)
         pipeline = RecordPipeline(
             self._dispatch,
             self._stores,
@@ -357,8 +357,9 @@ class Consumer:
         """Before offsets are committed: flush the session's asynchronous COMMITs."""
         try:
             switched_off = self.config.fault_switches.no_durability_barrier
-            if not self.config.durable_each_commit and not switched_off:
-                durability_barrier(self.connection())
+            barrier = self.database.barrier
+            if barrier is not None and not switched_off:
+                barrier(self.connection())
         finally:
             self.connection.unguard()
 

@@ -27,7 +27,8 @@ from cdcbox.kafka.client import Consumer, KafkaSettings, Producer, TopicPartitio
 from cdcbox.kafka.records import RecordSink
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
-from cdcbox.stores.parking import ParkedKey, Parking
+from cdcbox.stores.parking import Parking
+from cdcbox.stores.protocols import ParkedKey
 from cdcbox.wire import ConsumedRecord
 
 ERROR_HEADERS = (

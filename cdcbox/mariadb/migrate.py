@@ -19,6 +19,11 @@ from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 
 _LOCK = "cdcbox_migrate"
+# The DbNames fields the files under schemas/mariadb may reference as `{name}`.
+_TABLES = (
+    "outbox", "migrations", "inbox", "versions", "reconciliation", "parked", "bindings",
+    "breakers", "breaker_failures",
+)  # fmt: skip
 _LOCK_WAIT_S = 60
 
 
@@ -29,10 +34,15 @@ class MariaDbMigration:
     version: str
     path: Path
 
+    @property
+    def part(self) -> str:
+        """What the file builds: "outbox" (a producer's) or "inbox" (a consumer's)."""
+        return "outbox" if "outbox" in self.version else "inbox"
+
     def statements(self, names: DbNames) -> list[str]:
         """The file's statements (split at `;` ending a line), names filled in: they are
         validated plain identifiers (`DbNames`), so they need no quoting."""
-        values = {"outbox": names.outbox, "migrations": names.migrations}
+        values = {name: getattr(names, name) for name in _TABLES}
         try:
             text = self.path.read_text().format(**values)
         except (KeyError, ValueError) as e:
@@ -46,9 +56,11 @@ def discover(root: Path | None = None) -> list[MariaDbMigration]:
     return [MariaDbMigration(p.stem, p) for p in sorted(base.glob("*.sql"))]
 
 
-def migrate(conn: Any, names: DbNames = DbNames()) -> list[str]:
-    """Apply the pending migrations on `conn` (a PyMySQL connection to the service's
-    database); returns the versions applied (none when up to date)."""
+def migrate(
+    conn: Any, names: DbNames = DbNames(), parts: tuple[str, ...] = ("outbox", "inbox")
+) -> list[str]:
+    """Apply the pending migrations of `parts` on `conn` (a PyMySQL connection to the
+    service's database); returns the versions applied (none when up to date)."""
     with conn.cursor() as cur:
         cur.execute("SELECT GET_LOCK(%s, %s)", (_LOCK, _LOCK_WAIT_S))
         row = cur.fetchone()
@@ -67,7 +79,7 @@ def migrate(conn: Any, names: DbNames = DbNames()) -> list[str]:
             done = {r[0] for r in cur.fetchall()}
             applied = []
             for migration in discover():
-                if migration.version in done:
+                if migration.version in done or migration.part not in parts:
                     continue
                 for statement in migration.statements(names):
                     cur.execute(statement)
@@ -83,20 +95,16 @@ def migrate(conn: Any, names: DbNames = DbNames()) -> list[str]:
 
 
 def migrate_dsn(dsn: str, names: DbNames, relay: str | None, parts: tuple[str, ...]) -> list[str]:
-    """`cdc-ctl db migrate` on a MariaDB DSN: the outbox, for the polling relay (what
-    MariaDB services have so far); a request for anything else is refused, naming it."""
+    """`cdc-ctl db migrate` on a MariaDB DSN: the outbox (published by the polling relay)
+    and the consumers' tables, or the `parts` asked for; a relay other than the polling
+    one is refused, naming it."""
     if relay not in (None, "polling"):
         raise UsageError(
             f"--relay {relay}: a MariaDB outbox is published by cdcbox's polling relay only "
             "(Debezium's MariaDB connector is not part of cdcbox); use --relay polling"
         )
-    if "outbox" not in parts:
-        raise UsageError(
-            "--only inbox: consumers' tables on MariaDB are not built yet; a MariaDB "
-            "database has the outbox only"
-        )
     conn = connect(dsn)
     try:
-        return migrate(conn, names)
+        return migrate(conn, names, parts)
     finally:
         conn.close()

@@ -8,14 +8,13 @@ the record's transaction undoes both, exactly like the two statements sent one b
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
-from cdcbox.stores.inbox import Claim, Inbox, claim_row
+from cdcbox.session import Session
+from cdcbox.stores.inbox import Inbox, claim_row
+from cdcbox.stores.protocols import Claim
 from cdcbox.stores.version_guard import GuardResult
 
 
@@ -41,9 +40,7 @@ class ClaimAndAdvance:
             .as_bytes()
         )
 
-    def run(
-        self, conn: psycopg.Connection[Any], event: Event, consumer: str
-    ) -> tuple[Claim | None, GuardResult]:
+    def run(self, conn: Session, event: Event, consumer: str) -> tuple[Claim | None, GuardResult]:
         """The claim (None: a duplicate) and, when claimed, the guard's verdict."""
         assert event.aggregate_version is not None
         key = (consumer, event.aggregate_type, event.aggregate_id)

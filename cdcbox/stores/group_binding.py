@@ -9,13 +9,12 @@ name runs in is recorded; another group is refused until an operator moves the n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from cdcbox.errors import ConfigError
 from cdcbox.names import DbNames
+from cdcbox.session import Session
 
 
 class GroupBinding:
@@ -36,13 +35,13 @@ class GroupBinding:
             "UPDATE {} SET group_id = %s, bound_at = now() WHERE consumer_name = ANY(%s)"
         ).format(table)
 
-    def groups(self, conn: psycopg.Connection[Any]) -> list[str]:
+    def groups(self, conn: Session) -> list[str]:
         """Every group a consumer name of this schema is bound to."""
         return [group for (group,) in conn.execute(self._groups).fetchall()]
 
     def bind(
         self,
-        conn: psycopg.Connection[Any],
+        conn: Session,
         consumer_names: Sequence[str],
         group_id: str,
         move: bool = False,
@@ -53,13 +52,20 @@ class GroupBinding:
         with conn.transaction():
             conn.execute(self._bind, (names, group_id))
             bound = conn.execute(self._read, (names,)).fetchall()
-            elsewhere = {name: group for name, group in bound if group != group_id}
-            if elsewhere and not move:
-                name, group = sorted(elsewhere.items())[0]
-                raise ConfigError(
-                    f"consumer name {name!r} runs in group {group!r}, not {group_id!r}: two "
-                    "groups would each apply every event and split its inbox and parking; "
-                    "use that group, or move the name with --move-to-group"
-                )
-            if elsewhere:
-                conn.execute(self._move, (group_id, list(elsewhere)))
+            moving = names_to_move(bound, group_id, move)
+            if moving:
+                conn.execute(self._move, (group_id, moving))
+
+
+def names_to_move(bound: list[tuple[str, str]], group_id: str, move: bool) -> list[str]:
+    """Of the (name, group) bindings read, the names bound to another group than
+    `group_id`: to be moved when `move`, refused (ConfigError) otherwise."""
+    elsewhere = {name: group for name, group in bound if group != group_id}
+    if elsewhere and not move:
+        name, group = sorted(elsewhere.items())[0]
+        raise ConfigError(
+            f"consumer name {name!r} runs in group {group!r}, not {group_id!r}: two "
+            "groups would each apply every event and split its inbox and parking; "
+            "use that group, or move the name with --move-to-group"
+        )
+    return sorted(elsewhere)

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
-
-Claim = Literal["new", "reclaimed"]
+from cdcbox.session import Session
+from cdcbox.stores.protocols import Claim
 
 
 class Inbox:
@@ -111,7 +110,7 @@ class Inbox:
             .as_bytes()
         )
 
-    def claim(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> Claim | None:
+    def claim(self, conn: Session, event: Event, consumer: str) -> Claim | None:
         """Insert the inbox row as PROCESSED; None when this consumer already has it,
         "reclaimed" when it was FAILED (held back, now coming through)."""
         row = conn.execute(self._claim, claim_row(event, consumer)).fetchone()
@@ -120,7 +119,7 @@ class Inbox:
         return "new" if row[0] else "reclaimed"
 
     def claim_many(
-        self, conn: psycopg.Connection[Any], claims: list[tuple[Event, str]], processed: bool
+        self, conn: Session, claims: list[tuple[Event, str]], processed: bool
     ) -> dict[tuple[uuid.UUID, str], Claim]:
         """Claim (event, consumer) pairs with one statement, as PROCESSED or RECEIVED;
         returns those claimed now."""
@@ -131,9 +130,7 @@ class Inbox:
         rows = conn.execute(statement, [list(col) for col in columns]).fetchall()
         return {(row[0], row[1]): "new" if row[2] else "reclaimed" for row in rows}
 
-    def finish_many(
-        self, conn: psycopg.Connection[Any], results: list[tuple[Event, str, str, str | None]]
-    ) -> None:
+    def finish_many(self, conn: Session, results: list[tuple[Event, str, str, str | None]]) -> None:
         """Set the final status (PROCESSED/SKIPPED, reason) of claimed rows in one UPDATE."""
         if results:
             columns = list(
@@ -144,24 +141,22 @@ class Inbox:
             )
             conn.execute(self._finish_many, [list(col) for col in columns])
 
-    def mark_skipped(
-        self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str
-    ) -> None:
+    def mark_skipped(self, conn: Session, event: Event, consumer: str, reason: str) -> None:
         conn.execute(self._skip, (reason, event.event_id, consumer))
 
     def failed_since(
-        self, conn: psycopg.Connection[Any], consumer: str, since: datetime
+        self, conn: Session, consumer: str, since: datetime
     ) -> list[tuple[uuid.UUID, str, int]]:
         """(event id, source topic, partition) of `consumer`'s FAILED rows that failed
         from `since` on."""
         return conn.execute(self._failed_since, (consumer, since)).fetchall()
 
-    def held_before(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> bool:
+    def held_before(self, conn: Session, event: Event, consumer: str) -> bool:
         """True when an earlier event of `event`'s aggregate is still FAILED for `consumer`."""
         return conn.execute(self._held_before, (event.event_id, consumer)).fetchone() is not None
 
     def record_failure(
-        self, conn: psycopg.Connection[Any], event: Event, consumer: str, attempts: int, error: str
+        self, conn: Session, event: Event, consumer: str, attempts: int, error: str
     ) -> None:
         """Remember a dead-lettered event and why (own transaction, after the rollback)."""
         row = claim_row(event, consumer)

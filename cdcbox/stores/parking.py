@@ -9,22 +9,19 @@ releases the aggregate. An operator can also release it by hand (`cdc-ctl parked
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
-
-ParkedKey = tuple[str, str, str]  # consumer_name, aggregate_type, aggregate_id
-# held: live events go to the DLQ behind the failed one; replaying: its dead letters are
-# on their way back, and live events are requeued behind them.
-ParkState = Literal["held", "replaying"]
+from cdcbox.session import Session
+from cdcbox.stores.protocols import ParkedKey, ParkState
 
 
-class Parking:
-    """The parked-aggregate table and this process's cache of it.
+class ParkedCache:
+    """This process's cache of a parked-aggregate table, whichever the database.
 
     The cache (`might_be_parked`) is only a shortcut for the common case "not parked":
     `state` asks the database, so an operator's release counts at once, and a key
@@ -33,10 +30,46 @@ class Parking:
     partition assignment, so a park made by another member is seen).
     """
 
-    def __init__(self, names: DbNames = DbNames()) -> None:
+    def __init__(self) -> None:
         self._cache: set[ParkedKey] = set()
         self._stale = False
         self._invalidations = 0  # written by `invalidate` only, read by `refresh`
+
+    def _reload(self, keys: Callable[[], set[ParkedKey]]) -> None:
+        """Replace the cache with `keys()`. An `invalidate` that lands while the table is
+        read keeps the cache distrusted."""
+        invalidations = self._invalidations
+        self._cache = keys()
+        if self._invalidations == invalidations:
+            self._stale = False
+
+    def _answer(self, key: ParkedKey, replaying: bool | None) -> ParkState | None:
+        """The database's answer for `key` (None: no row); a released key leaves the cache."""
+        if replaying is None:
+            self._cache.discard(key)
+            return None
+        return "replaying" if replaying else "held"
+
+    def invalidate(self) -> None:
+        """Distrust the cache until the next `refresh` (e.g. after a partition assignment):
+        meanwhile every key might be parked, so `state` asks the database. Safe to call
+        from another thread (kafka-python's IO thread runs the assignment listener); it
+        touches no database session."""
+        self._invalidations += 1
+        self._stale = True
+
+    def might_be_parked(self, key: ParkedKey) -> bool:
+        return self._stale or key in self._cache
+
+    def remember(self, key: ParkedKey) -> None:
+        self._cache.add(key)
+
+
+class Parking(ParkedCache):
+    """The parked-aggregate table on PostgreSQL, and this process's cache of it."""
+
+    def __init__(self, names: DbNames = DbNames()) -> None:
+        super().__init__()
         table = names.table("parked")
         self._select = sql.SQL(
             "SELECT consumer_name, aggregate_type, aggregate_id FROM {} "
@@ -76,36 +109,20 @@ class Parking:
             "FROM {} ORDER BY parked_at"
         ).format(table)
 
-    def refresh(self, conn: psycopg.Connection[Any], consumers: list[str]) -> None:
-        """Reload the cache with the parked aggregates of these consumers. An
-        `invalidate` that lands while the table is read keeps the cache distrusted."""
-        invalidations = self._invalidations
-        self._cache = {(r[0], r[1], r[2]) for r in conn.execute(self._select, (consumers,))}
-        if self._invalidations == invalidations:
-            self._stale = False
+    def refresh(self, conn: Session, consumers: list[str]) -> None:
+        """Reload the cache with the parked aggregates of these consumers."""
+        self._reload(
+            lambda: {
+                (r[0], r[1], r[2]) for r in conn.execute(self._select, (consumers,)).fetchall()
+            }
+        )
 
-    def invalidate(self) -> None:
-        """Distrust the cache until the next `refresh` (e.g. after a partition assignment):
-        meanwhile every key might be parked, so `state` asks the database. Safe to call
-        from another thread (kafka-python's IO thread runs the assignment listener); it
-        touches no database session."""
-        self._invalidations += 1
-        self._stale = True
-
-    def might_be_parked(self, key: ParkedKey) -> bool:
-        return self._stale or key in self._cache
-
-    def state(self, conn: psycopg.Connection[Any], key: ParkedKey) -> ParkState | None:
+    def state(self, conn: Session, key: ParkedKey) -> ParkState | None:
         """The database's answer (None: not parked); a released key leaves the cache here."""
         row = conn.execute(self._state, key).fetchone()
-        if row is None:
-            self._cache.discard(key)
-            return None
-        return "replaying" if row[0] else "held"
+        return self._answer(key, None if row is None else bool(row[0]))
 
-    def mark_replaying(
-        self, conn: psycopg.Connection[Any], keys: list[ParkedKey], event_ids: list[str]
-    ) -> None:
+    def mark_replaying(self, conn: Session, keys: list[ParkedKey], event_ids: list[str]) -> None:
         """These events were just replayed: an aggregate all of whose held events are
         among them has its live events requeued behind the copies from now on, instead of
         dead-lettered. The others stay held."""
@@ -113,7 +130,7 @@ class Parking:
             columns = [list(c) for c in zip(*keys, strict=True)]
             conn.execute(self._replaying, [*columns, event_ids])
 
-    def park(self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str) -> None:
+    def park(self, conn: Session, event: Event, consumer: str, reason: str) -> None:
         """Park the event's aggregate in the caller's transaction (cached once it commits:
         call `remember` after the commit)."""
         conn.execute(
@@ -121,19 +138,14 @@ class Parking:
             (consumer, event.aggregate_type, event.aggregate_id, event.event_id, reason[:2000]),
         )
 
-    def remember(self, key: ParkedKey) -> None:
-        self._cache.add(key)
-
-    def release(
-        self, conn: psycopg.Connection[Any], consumer: str, aggregate_type: str, aggregate_id: str
-    ) -> bool:
+    def release(self, conn: Session, consumer: str, aggregate_type: str, aggregate_id: str) -> bool:
         return conn.execute(self._release, (consumer, aggregate_type, aggregate_id)).rowcount > 0
 
-    def release_if_drained(self, conn: psycopg.Connection[Any], key: ParkedKey) -> bool:
+    def release_if_drained(self, conn: Session, key: ParkedKey) -> bool:
         """Release the aggregate once none of its held-back events is still FAILED (in
         the caller's transaction: the last replayed event's commit releases it). The
         cache keeps the key: `state` drops it once the release is committed."""
         return conn.execute(self._release_drained, key).rowcount > 0
 
-    def list(self, conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    def list(self, conn: Session) -> list[tuple[Any, ...]]:
         return conn.execute(self._list).fetchall()

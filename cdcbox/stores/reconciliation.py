@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+from cdcbox.session import Session
 
 
 class Reconciliation:
@@ -22,9 +20,7 @@ class Reconciliation:
             "ON CONFLICT (event_id, consumer_name) DO NOTHING"
         ).format(names.table("reconciliation"))
 
-    def record(
-        self, conn: psycopg.Connection[Any], event: Event, consumer: str, reason: str
-    ) -> None:
+    def record(self, conn: Session, event: Event, consumer: str, reason: str) -> None:
         conn.execute(
             self._insert,
             (

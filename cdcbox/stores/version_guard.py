@@ -15,13 +15,12 @@ was new when read and that another transaction inserted meanwhile makes it False
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+from cdcbox.session import Session
 
 VersionKey = tuple[str, str, str]  # (consumer name, aggregate type, aggregate id)
 
@@ -80,9 +79,7 @@ class VersionGuard:
             .as_bytes()
         )
 
-    def lock_many(
-        self, conn: psycopg.Connection[Any], keys: set[VersionKey]
-    ) -> dict[VersionKey, int]:
+    def lock_many(self, conn: Session, keys: set[VersionKey]) -> dict[VersionKey, int]:
         """The current versions of `keys` (absent: none applied yet), locked until the
         caller's transaction ends; rows are locked in key order, so two batches over
         the same aggregates cannot deadlock each other."""
@@ -92,8 +89,11 @@ class VersionGuard:
         rows = conn.execute(self._lock_many, columns).fetchall()
         return {(r[0], r[1], r[2]): r[3] for r in rows}
 
-    def advance_many(self, conn: psycopg.Connection[Any], versions: dict[VersionKey, int]) -> bool:
-        """Write the batch's new versions; False when a row did not move as judged."""
+    def advance_many(
+        self, conn: Session, versions: dict[VersionKey, int], current: dict[VersionKey, int]
+    ) -> bool:
+        """Write the batch's new versions; False when a row did not move as judged (every
+        row must be written: `current` is not needed to count them)."""
         if not versions:
             return True
         keys = sorted(versions)
@@ -101,7 +101,7 @@ class VersionGuard:
         cur = conn.execute(self._advance_many, [*columns, [versions[k] for k in keys]])
         return cur.rowcount == len(keys)
 
-    def advance(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> GuardResult:
+    def advance(self, conn: Session, event: Event, consumer: str) -> GuardResult:
         """Advance the aggregate's version to the event's if the event is newer."""
         assert event.aggregate_version is not None
         row = conn.execute(

@@ -14,10 +14,10 @@ import pytest
 from psycopg import sql
 
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
-from cdcbox.db import Reconnecting
 from cdcbox.kafka.client import Consumer as KafkaConsumer
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent
+from cdcbox.session import Session, SessionSource
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, recording_handler, running_in_thread
 from tests.e2e.test_consumer_failures import write
@@ -31,11 +31,11 @@ class ThreadRecordingSource:
     """The consumer's connection source, noting the name of every thread that asks it
     for the session."""
 
-    def __init__(self, source: Reconnecting) -> None:
+    def __init__(self, source: SessionSource) -> None:
         self.source = source
         self.threads: set[str] = set()
 
-    def __call__(self) -> psycopg.Connection[Any]:
+    def __call__(self) -> Session:
         self.threads.add(threading.current_thread().name)
         return self.source()
 
@@ -73,7 +73,7 @@ def test_a_partition_assignment_never_uses_the_consumer_session_from_another_thr
         [handler], ConsumerConfig(stack.bootstrap_servers, stack.dsn, group_id=name)
     )
     source = ThreadRecordingSource(consumer.connection)
-    consumer.connection = source  # type: ignore[assignment]
+    consumer.connection = source
     with running_in_thread(consumer, "the-consumer-thread"):
         eventually(consumer.assigned, what="the first assignment")
         rebalance_twice(stack, consumer, name, handler.subscribed_topics()[0])

@@ -27,20 +27,10 @@ from psycopg import sql
 
 from cdcbox import wire
 from cdcbox.names import DbNames
+from tests.faults.effects import effect_rows, max_stall_s
 from tests.faults.messages import committed_business
 from tests.faults.writers import UNHANDLED_TYPE
 
-EFFECTS_DDL = """
-CREATE TABLE IF NOT EXISTS fault_effect (
-    seq           bigserial PRIMARY KEY,
-    consumer_name text      NOT NULL,
-    event_id      uuid      NOT NULL,
-    aggregate_id  text      NOT NULL,
-    n             bigint    NOT NULL,
-    applied_at    timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-ALTER TABLE fault_effect
-    ADD COLUMN IF NOT EXISTS applied_at timestamptz NOT NULL DEFAULT clock_timestamp()"""
 COLUMNS = (
     "scenario",
     "committed",
@@ -100,35 +90,6 @@ def committed_events(
             (aggregate_type, UNHANDLED_TYPE),
         ).fetchall()
     return {r[0]: (r[1], int(json.loads(r[2])["n"])) for r in rows}
-
-
-def max_stall_s(dsn: str, consumer: str) -> float:
-    """The longest gap between consecutive effects (writers never pause that long)."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT coalesce(max(gap), 0) FROM (SELECT extract(epoch FROM applied_at - "
-            "lag(applied_at) OVER (ORDER BY seq)) AS gap FROM fault_effect "
-            "WHERE consumer_name = %s) AS gaps",
-            (consumer,),
-        ).fetchone()
-    return round(float(row[0]) if row else 0.0, 1)
-
-
-def effect_rows(dsn: str, consumer: str) -> list[tuple[uuid.UUID, str, int]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(
-            "SELECT event_id, aggregate_id, n FROM fault_effect WHERE consumer_name = %s "
-            "ORDER BY seq",
-            (consumer,),
-        ).fetchall()
-
-
-def applied_ids(dsn: str, consumer: str) -> set[uuid.UUID]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT DISTINCT event_id FROM fault_effect WHERE consumer_name = %s", (consumer,)
-        ).fetchall()
-    return {r[0] for r in rows}
 
 
 def _committed_batches(
@@ -208,14 +169,25 @@ def compute(
     safeguard_off: str = "",
     names: DbNames = DbNames(),
     messages: bool = False,
+    effects_dsn: str = "",
 ) -> Ledger:
+    """The ledger of one scenario: committed rows read back from `dsn`, effects from
+    `effects_dsn` (the consumers' database: `dsn` when empty)."""
     committed = committed_events(dsn, aggregate_type, names, messages)
     delivered = delivered_ids(bootstrap_servers, wire.topic_for(aggregate_type))
-    effects = effect_rows(dsn, consumer)
+    effects_dsn = effects_dsn or dsn
+    effects = effect_rows(effects_dsn, consumer)
     applied = {e[0] for e in effects}
     leaked = {str(i) for i in rolled_back} & set(delivered) | (rolled_back & applied)
     return _tally(
-        scenario, set(committed), delivered, effects, len(leaked), dsn, consumer, safeguard_off
+        scenario,
+        set(committed),
+        delivered,
+        effects,
+        len(leaked),
+        effects_dsn,
+        consumer,
+        safeguard_off,
     )
 
 

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
-
 from cdcbox.names import DbNames
 from cdcbox.stack.endpoints import Endpoints
 from tests.faults import ledger
+from tests.faults.effects import applied_ids, create_effects
 from tests.faults.messages import MessagesOutbox
 from tests.faults.writers import Writers
 from tests.helpers import eventually, migrated_schema, unique
@@ -154,10 +153,12 @@ class Scenario:
     messages: MessagesOutbox | None = None
     unguarded: bool = False
     aggregate_type: str = field(default_factory=lambda: unique("ledger"))
+    # The consumers' database (their inbox and `fault_effect`): "" for the stack's.
+    consumer_dsn: str = ""
 
     def __post_init__(self) -> None:
-        with psycopg.connect(self.stack.dsn) as conn:
-            conn.execute(ledger.EFFECTS_DDL)
+        self.effects_dsn = self.consumer_dsn or self.stack.dsn
+        create_effects(self.effects_dsn)
         self.consumer = unique("ledger")
         self.group = consumer_group(
             self.stack,
@@ -168,6 +169,8 @@ class Scenario:
             self.fault_switches,
             self.handler,
         )
+        if self.consumer_dsn:
+            self.group.env["CDCBOX_DSN"] = self.consumer_dsn
         self.names = self.messages.names if self.messages else DbNames()
         if self.relays:
             self.names = migrated_schema(
@@ -231,6 +234,7 @@ class Scenario:
             safeguard_off=self.safeguard_off,
             names=self.names,
             messages=self.messages is not None,
+            effects_dsn=self.effects_dsn,
         )
 
     def stream_on(self, events: int) -> None:
@@ -245,7 +249,7 @@ class Scenario:
         )
 
     def applied(self) -> int:
-        return len(ledger.applied_ids(self.stack.dsn, self.consumer))
+        return len(applied_ids(self.effects_dsn, self.consumer))
 
     def settle(self) -> None:
         """Wait until every committed event has an effect, or the deadline passes (the
@@ -256,9 +260,7 @@ class Scenario:
             )
         )
         groups = [self.group, *([self.relay] if self.relays else [])]
-        self.poll_until(
-            lambda: committed <= ledger.applied_ids(self.stack.dsn, self.consumer), groups
-        )
+        self.poll_until(lambda: committed <= applied_ids(self.effects_dsn, self.consumer), groups)
 
     def poll_until(self, settled: Callable[[], bool], groups: list[Processes]) -> None:
         """Poll `settled` until it holds or the settle deadline passes (the ledger then
@@ -316,8 +318,8 @@ class TwoHopScenario(Scenario):
 
         def answered() -> bool:
             answers = set(ledger.committed_events(self.stack.dsn, self.answer_type))
-            hop_one = ledger.applied_ids(self.stack.dsn, self.consumer)
-            applied = ledger.applied_ids(self.stack.dsn, self.second_consumer)
+            hop_one = applied_ids(self.stack.dsn, self.consumer)
+            applied = applied_ids(self.stack.dsn, self.second_consumer)
             return len(answers) >= len(hop_one) and answers <= applied
 
         self.poll_until(answered, [self.second])

@@ -25,6 +25,7 @@ from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.connect_worker import NativeConnect
 from cdcbox.stack.endpoints import Endpoints
 from cdcbox.stack.kafka import NativeKafka
+from cdcbox.stack.mariadb import NativeMariaDB
 from cdcbox.stack.postgres import NativePostgres
 from tests.faults import ledger
 from tests.faults.conftest import CONNECTOR, NativeParts, connector_running
@@ -38,7 +39,7 @@ def ctl(*args: str) -> Any:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
-def sigkill(component: NativePostgres | NativeKafka | NativeConnect) -> None:
+def sigkill(component: NativePostgres | NativeKafka | NativeConnect | NativeMariaDB) -> None:
     record = component.pid_record()
     assert record is not None and record.alive(), f"{component.name} is not running"
     os.kill(record.pid, signal.SIGKILL)

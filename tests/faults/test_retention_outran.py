@@ -14,6 +14,7 @@ from cdcbox import wire
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.faults import ledger
+from tests.faults.effects import EFFECTS_DDL, applied_ids
 from tests.faults.scenario import consumer_group
 from tests.helpers import eventually, unique
 
@@ -49,7 +50,7 @@ def test_a_consumer_whose_unread_records_retention_deleted_stops_and_says_so(
     stack: Endpoints, tmp_path: Path
 ) -> None:
     with psycopg.connect(stack.dsn) as conn:
-        conn.execute(ledger.EFFECTS_DDL)
+        conn.execute(EFFECTS_DDL)
     aggregate_type = unique("retained")
     topic = wire.topic_for(aggregate_type)
     consumer = unique("late")
@@ -57,7 +58,7 @@ def test_a_consumer_whose_unread_records_retention_deleted_stops_and_says_so(
     write(stack.dsn, aggregate_type, 0, 30)
     group.start(1)
     eventually(
-        lambda: len(ledger.applied_ids(stack.dsn, consumer)) == 30,
+        lambda: len(applied_ids(stack.dsn, consumer)) == 30,
         timeout=120,
         what="the first 30 applied",
     )
@@ -78,4 +79,4 @@ def test_a_consumer_whose_unread_records_retention_deleted_stops_and_says_so(
     assert error.startswith("error: the group's position is no longer on the topic")
     assert "records deleted unread" in error
     assert "Traceback" not in group.logs()
-    assert len(ledger.applied_ids(stack.dsn, consumer)) == 30  # nothing else applied
+    assert len(applied_ids(stack.dsn, consumer)) == 30  # nothing else applied

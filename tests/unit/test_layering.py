@@ -8,6 +8,7 @@ module of the package imports it."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -23,7 +24,7 @@ PACKAGE = Path(cdcbox.__file__).parent
 CORE = {
     "errors", "wire", "event", "names", "ids", "db", "migrate", "avro", "limits",
     "resources", "fault_switches", "schema_registry",
-    "registry_gate",
+    "registry_gate", "session",
 }  # fmt: skip
 # Modules at the top of the package that belong to a layer above the core.
 ENTRY_POINTS = {"pytest_plugin": "testing"}
@@ -145,11 +146,13 @@ def test_the_root_exports_the_api_users_write() -> None:
     from cdcbox.errors import CdcboxError
     from cdcbox.event import Event
     from cdcbox.producer import NewEvent, Outbox, UnitOfWork
+    from cdcbox.session import Session
     from cdcbox.wire import WireFormat
 
     expected = [
         AsyncHandler, CdcboxError, Consumer, ConsumerConfig, Event, Handler, NewEvent,
-        Outbox, Outcome, RefuseTransition, RetryLater, SkipEvent, UnitOfWork, WireFormat,
+        Outbox, Outcome, RefuseTransition, RetryLater, Session, SkipEvent, UnitOfWork,
+        WireFormat,
     ]  # fmt: skip
     assert [getattr(cdcbox, name) for name in cdcbox.__all__] == expected
     with pytest.raises(AttributeError, match="no attribute 'outbox_typo'"):
@@ -167,3 +170,41 @@ def test_the_root_needs_no_consumer_dependency_until_a_consumer_name_is_used() -
 
 def test_no_module_of_the_package_imports_its_root() -> None:
     assert [m for m, imports in GRAPH.items() if "cdcbox" in imports] == []
+
+
+SQL = re.compile(r"\b(INSERT INTO|DELETE FROM|UPDATE \S+ SET|SELECT .+ FROM)\b", re.I | re.S)
+
+
+def sql_in(path: Path) -> list[str]:
+    """The string constants of a module that are SQL statements reading or writing tables,
+    and its imports of psycopg's SQL composition."""
+    tree = ast.parse(path.read_text())
+    found = [
+        node.value[:60]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value)
+    ]
+    found += [
+        "imports psycopg.sql"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.module == "psycopg.sql" or (node.module == "psycopg" and any(
+            a.name == "sql" for a in node.names)))
+    ]  # fmt: skip
+    return found
+
+
+def test_the_consumer_writes_no_sql_of_either_database() -> None:
+    """The store seam (issue 37): the pipeline and its steps reach their tables through
+    `cdcbox.stores.protocols` only, so PostgreSQL and MariaDB stores plug in alike."""
+    leaks = {
+        str(path.relative_to(PACKAGE)): found
+        for path in (PACKAGE / "consumer").rglob("*.py")
+        if (found := sql_in(path))
+    }
+    assert leaks == {}
+
+
+def test_the_sql_check_sees_a_statement() -> None:
+    assert sql_in(PACKAGE / "stores" / "inbox.py")
+    assert sql_in(PACKAGE / "mariadb" / "inbox.py")

@@ -16,7 +16,10 @@ class TableRead:
     def __init__(self, rows: list[tuple[str, str, str]], during: Any = None) -> None:
         self.rows, self.during = rows, during
 
-    def execute(self, *_: Any) -> list[tuple[str, str, str]]:
+    def execute(self, *_: Any) -> TableRead:
+        return self
+
+    def fetchall(self) -> list[tuple[str, str, str]]:
         if self.during is not None:
             self.during()
         return self.rows

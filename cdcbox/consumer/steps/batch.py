@@ -22,7 +22,6 @@ import logging
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
 
 import psycopg
 
@@ -33,8 +32,9 @@ from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.consumer.stores import Stores
-from cdcbox.stores.inbox import Claim
-from cdcbox.stores.parking import ParkedKey
+from cdcbox.errors import DatabaseError
+from cdcbox.session import Session
+from cdcbox.stores.protocols import Claim, ParkedKey
 from cdcbox.stores.version_guard import BatchVersions
 
 log = logging.getLogger("cdcbox.consumer")
@@ -68,7 +68,7 @@ class BatchTransaction:
         self.guard: GuardStep = transaction.guard
         self.unpipelined: set[str] = set()  # consumers whose batches failed only pipelined
 
-    def apply(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
+    def apply(self, conn: Session, batch: list[Routed]) -> BatchResult:
         """Apply distinct (event, consumer) records; see the module docstring."""
         try:
             try:
@@ -78,7 +78,7 @@ class BatchTransaction:
                 if failed.pipelined and not result.deferred:
                     self._stop_pipelining(failed.pipelined, failed.__cause__)
                 return result
-        except psycopg.Error as e:
+        except (psycopg.Error, DatabaseError) as e:
             log.warning(
                 "batch of %d records failed as a whole (%s); processing them one by one",
                 len(batch),
@@ -106,7 +106,7 @@ class BatchTransaction:
             and routed[0].consumer not in self.unpipelined
         )
 
-    def _fast(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
+    def _fast(self, conn: Session, batch: list[Routed]) -> BatchResult:
         result = BatchResult()
         pipelined: frozenset[str] = frozenset()
         try:
@@ -135,17 +135,22 @@ class BatchTransaction:
                 pipelined = self._pipelined(calls)
                 for routed in calls:
                     # Leaving the pipeline waits for its results: a failed statement raises.
-                    with db.pipeline(conn) if routed[0].consumer in pipelined else nullcontext():
+                    piped = routed[0].consumer in pipelined
+                    with (
+                        db.pipeline(conn)
+                        if piped and isinstance(conn, psycopg.Connection)
+                        else nullcontext()
+                    ):
                         routed[0].handler.invoke_batch([r.event for r in routed], conn)
                     result.applied.extend((r, Outcome.PROCESSED) for r in routed)
-                if not self.stores.versions.advance_many(conn, versions.advanced):
+                if not self.stores.versions.advance_many(conn, versions.advanced, versions.current):
                     raise RuntimeError("another transaction moved a version of this batch")
                 self._finish(conn, result, claimed, marked=Outcome.PROCESSED)
         except Exception as e:
             raise _NeedsSavepoints(pipelined) from e
         return result
 
-    def _with_savepoints(self, conn: psycopg.Connection[Any], batch: list[Routed]) -> BatchResult:
+    def _with_savepoints(self, conn: Session, batch: list[Routed]) -> BatchResult:
         result = BatchResult()
         blocked: set[ParkedKey] = set()
         with conn.transaction():
@@ -167,7 +172,7 @@ class BatchTransaction:
 
     def _claim(
         self,
-        conn: psycopg.Connection[Any],
+        conn: Session,
         batch: list[Routed],
         result: BatchResult,
         processed: bool,
@@ -183,7 +188,7 @@ class BatchTransaction:
 
     def _finish(
         self,
-        conn: psycopg.Connection[Any],
+        conn: Session,
         result: BatchResult,
         claimed: dict[tuple[uuid.UUID, str], Claim],
         marked: Outcome | None,

@@ -18,11 +18,12 @@ from cdcbox import wire
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
+from cdcbox.errors import DatabaseError
 from cdcbox.event import Event, header
 from cdcbox.kafka import dlq
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
-from cdcbox.stores.parking import Parking
+from cdcbox.stores.protocols import ParkingStore
 from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
 
@@ -51,7 +52,7 @@ class DeadLetterStep:
         self.group_id = group_id
 
     @property
-    def parking(self) -> Parking:
+    def parking(self) -> ParkingStore:
         return self.stores.parking
 
     def requeue(self, connection: ConnectionSource, routed: Routed, hops: int) -> None:
@@ -114,7 +115,7 @@ class DeadLetterStep:
                 self.stores.inbox.record_failure(conn, event, name, attempts, reason)
                 if park:
                     self.parking.park(conn, event, name, reason)
-        except psycopg.Error as e:
+        except (psycopg.Error, DatabaseError) as e:
             # Published but not recorded: the record comes back (offset uncommitted) and
             # is published again; a replay dedupes the two copies by event id.
             raise DeadLetterError(

@@ -8,25 +8,23 @@ type this consumer has no handler for — so only a version not yet read is miss
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
-
 from cdcbox.consumer.config import GapPolicy
 from cdcbox.consumer.signals import RetryLater
 from cdcbox.consumer.stats import Outcome
 from cdcbox.event import Event
-from cdcbox.stores.version_guard import GuardResult, VersionGuard
+from cdcbox.session import Session
+from cdcbox.stores.protocols import VersionStore
+from cdcbox.stores.version_guard import GuardResult
 
 
 class GuardStep:
     """The version guard inside a record's transaction, with the consumer's gap policy."""
 
-    def __init__(self, guard: VersionGuard, gap_policy: GapPolicy) -> None:
+    def __init__(self, guard: VersionStore, gap_policy: GapPolicy) -> None:
         self.guard = guard
         self.gap_policy = gap_policy
 
-    def check(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> Outcome | None:
+    def check(self, conn: Session, event: Event, consumer: str) -> Outcome | None:
         """None: apply the event (its version was advanced); `Outcome.STALE`: do not."""
         version = event.aggregate_version
         if version is None:
@@ -42,7 +40,7 @@ class GuardStep:
             raise RetryLater(f"gap: version {version} after {result.previous}")
         return None
 
-    def consume(self, conn: psycopg.Connection[Any], event: Event, consumer: str) -> None:
+    def consume(self, conn: Session, event: Event, consumer: str) -> None:
         """Advance past an event that ends without being applied (skipped, refused, not
         this consumer's type), so `hold` never waits for a version that will not come."""
         if event.aggregate_version is not None:

@@ -14,7 +14,7 @@ from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.errors import PoisonRecord
-from cdcbox.stores.parking import ParkedKey
+from cdcbox.stores.protocols import ParkedKey
 
 # A live event of an aggregate being replayed is put back behind the replayed copies at
 # most this often; then it goes to the DLQ (an earlier event is held, not in flight).

@@ -27,7 +27,8 @@ from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import is_outage, pipelined_transaction
 from cdcbox.event import Event
-from cdcbox.stores.inbox import Claim
+from cdcbox.session import Session
+from cdcbox.stores.protocols import Claim
 
 log = logging.getLogger("cdcbox.consumer")
 
@@ -47,7 +48,7 @@ class RecordTransaction:
         self.dedupe = dedupe  # False only for the fault suite (FaultSwitches)
         self.unpipelined: set[str] = set()  # consumers whose records failed only pipelined
 
-    def apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+    def apply(self, conn: Session, routed: Routed) -> Outcome:
         """Claim, guard, handle and mark in one transaction; any exception rolls it back.
         Claim and guard are one statement: BEGIN with claim + guard, the handler's
         statements, COMMIT: two round trips pipelined (see
@@ -56,7 +57,7 @@ class RecordTransaction:
         pipelined = routed.handler.pipelined
         if pipelined is None and routed.consumer in self.unpipelined:
             pipelined = False
-        if pipelined is False:
+        if pipelined is False or not isinstance(conn, psycopg.Connection):  # MariaDB: none
             with conn.transaction():
                 outcome = self._claim_and_apply(conn, routed)
         elif pipelined:
@@ -95,7 +96,7 @@ class RecordTransaction:
         )
         return outcome
 
-    def _claim_and_apply(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+    def _claim_and_apply(self, conn: Session, routed: Routed) -> Outcome:
         event, name = routed.event, routed.consumer
         if event.aggregate_version is not None and self.dedupe:
             claim, advanced = self.stores.claim_and_advance.run(conn, event, name)
@@ -117,7 +118,7 @@ class RecordTransaction:
         self.release_if_drained(conn, routed, claim)
         return outcome
 
-    def guard_and_handle(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+    def guard_and_handle(self, conn: Session, routed: Routed) -> Outcome:
         """Guard, then the handler, in the caller's transaction (the claim is done)."""
         stale = self.guard.check(conn, routed.event, routed.consumer)
         if stale is not None:
@@ -125,18 +126,14 @@ class RecordTransaction:
         routed.handler.invoke(routed.event, conn)
         return Outcome.PROCESSED
 
-    def release_if_drained(
-        self, conn: psycopg.Connection[Any], routed: Routed, claim: Claim | None
-    ) -> None:
+    def release_if_drained(self, conn: Session, routed: Routed, claim: Claim | None) -> None:
         """A held-back event that ended here (a replayed copy, or one whose FAILED row was
         claimed again, e.g. redelivered after a rebalance) may be its aggregate's last:
         then the same commit releases the park."""
         if routed.replayed_for_me or claim == "reclaimed":
             self.stores.parking.release_if_drained(conn, routed.parked_key)
 
-    def consume_unhandled(
-        self, conn: psycopg.Connection[Any], event: Event, consumers: list[str]
-    ) -> None:
+    def consume_unhandled(self, conn: Session, event: Event, consumers: list[str]) -> None:
         """An event of a subscribed topic that no handler of these consumers takes still
         consumes its version for each of them."""
         if event.aggregate_version is None or not consumers:
@@ -145,9 +142,7 @@ class RecordTransaction:
             for name in consumers:
                 self.guard.consume(conn, event, name)
 
-    def record_signal(
-        self, conn: psycopg.Connection[Any], routed: Routed, signal: HandlerSignal
-    ) -> Outcome:
+    def record_signal(self, conn: Session, routed: Routed, signal: HandlerSignal) -> Outcome:
         """The handler's writes were rolled back; record why, in a transaction of its own."""
         event, name = routed.event, routed.consumer
         with conn.transaction():

@@ -1,0 +1,134 @@
+"""The store seam: what the consumer asks of each of its tables, whichever the database.
+
+`cdcbox.stores` implements these on PostgreSQL, `cdcbox.mariadb.consumer_stores` on
+MariaDB; the consumer's steps know only these (and `cdcbox.session.Session`), so no SQL
+of either database is written in the pipeline. Each method runs in the caller's
+transaction unless it says otherwise.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal, Protocol
+
+from cdcbox.event import Event
+from cdcbox.session import Session
+from cdcbox.stores.version_guard import GuardResult, VersionKey
+
+Claim = Literal["new", "reclaimed"]
+ParkedKey = tuple[str, str, str]  # consumer_name, aggregate_type, aggregate_id
+# held: live events go to the DLQ behind the failed one; replaying: its dead letters are
+# on their way back, and live events are requeued behind them.
+ParkState = Literal["held", "replaying"]
+
+
+class InboxStore(Protocol):
+    """At most one PROCESSED or SKIPPED row per (event id, consumer name)."""
+
+    def claim(self, conn: Session, event: Event, consumer: str) -> Claim | None: ...
+
+    def claim_many(
+        self, conn: Session, claims: list[tuple[Event, str]], processed: bool
+    ) -> dict[tuple[uuid.UUID, str], Claim]: ...
+
+    def finish_many(
+        self, conn: Session, results: list[tuple[Event, str, str, str | None]]
+    ) -> None: ...
+
+    def mark_skipped(self, conn: Session, event: Event, consumer: str, reason: str) -> None: ...
+
+    def failed_since(
+        self, conn: Session, consumer: str, since: datetime
+    ) -> list[tuple[uuid.UUID, str, int]]: ...
+
+    def held_before(self, conn: Session, event: Event, consumer: str) -> bool: ...
+
+    def record_failure(
+        self, conn: Session, event: Event, consumer: str, attempts: int, error: str
+    ) -> None: ...
+
+
+class VersionStore(Protocol):
+    """The last version each consumer applied per aggregate; it only moves forward."""
+
+    def advance(self, conn: Session, event: Event, consumer: str) -> GuardResult: ...
+
+    def lock_many(self, conn: Session, keys: set[VersionKey]) -> dict[VersionKey, int]: ...
+
+    def advance_many(
+        self, conn: Session, versions: dict[VersionKey, int], current: dict[VersionKey, int]
+    ) -> bool:
+        """Write `versions` (judged against `current`, what `lock_many` returned);
+        False when a row did not move as judged."""
+        ...
+
+
+class ClaimAndAdvanceStore(Protocol):
+    """The inbox claim and, only when it claimed, the version advance."""
+
+    def run(
+        self, conn: Session, event: Event, consumer: str
+    ) -> tuple[Claim | None, GuardResult]: ...
+
+
+class ParkingStore(Protocol):
+    """Parked aggregates, and this process's cache of them."""
+
+    def refresh(self, conn: Session, consumers: list[str]) -> None: ...
+
+    def invalidate(self) -> None: ...
+
+    def might_be_parked(self, key: ParkedKey) -> bool: ...
+
+    def state(self, conn: Session, key: ParkedKey) -> ParkState | None: ...
+
+    def mark_replaying(
+        self, conn: Session, keys: list[ParkedKey], event_ids: list[str]
+    ) -> None: ...
+
+    def park(self, conn: Session, event: Event, consumer: str, reason: str) -> None: ...
+
+    def remember(self, key: ParkedKey) -> None: ...
+
+    def release(
+        self, conn: Session, consumer: str, aggregate_type: str, aggregate_id: str
+    ) -> bool: ...
+
+    def release_if_drained(self, conn: Session, key: ParkedKey) -> bool: ...
+
+
+class ReconciliationStore(Protocol):
+    """Events a handler refused as illegal transitions, once per event and consumer."""
+
+    def record(self, conn: Session, event: Event, consumer: str, reason: str) -> None: ...
+
+
+class BindingStore(Protocol):
+    """One consumer name, one consumer group (its own transaction)."""
+
+    def bind(
+        self, conn: Session, consumer_names: Sequence[str], group_id: str, move: bool = False
+    ) -> None: ...
+
+
+class BreakerStore(Protocol):
+    """The circuit breaker's shared state (see `cdcbox.stores.breaker_state`)."""
+
+    def lock(self, conn: Session, consumer: str) -> tuple[bool, datetime | None]: ...
+
+    def failing(
+        self,
+        conn: Session,
+        consumer: str,
+        window_s: float,
+        closed_at: datetime | None,
+        aggregate: tuple[str, str],
+    ) -> int: ...
+
+    def note(self, conn: Session, consumer: str, aggregate: tuple[str, str]) -> None: ...
+
+    def open(self, conn: Session, consumer: str) -> None: ...
+
+    def close(self, conn: Session, consumer: str, window_s: float) -> datetime | None: ...

@@ -1,0 +1,203 @@
+"""Consumers on MariaDB (issue 37): a handler's service keeps its inbox, versions and
+parked aggregates in MariaDB with the guarantees it has on PostgreSQL. The events come
+as a fleet's do (a PostgreSQL service's outbox, Debezium, Kafka), and one handler class,
+written once, runs on either database: each test runs on both."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+
+from cdcbox import Session, wire
+from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome, RetryPolicy
+from cdcbox.consumer.signals import RefuseTransition
+from cdcbox.mariadb.session import open_session
+from cdcbox.names import DbNames
+from cdcbox.producer.outbox import NewEvent
+from cdcbox.stack.endpoints import Endpoints
+from tests.e2e.conftest import Running, running_in_thread
+from tests.e2e.test_consumer_failures import dead_letters, write
+from tests.helpers import eventually, mariadb_names, unique
+
+pytestmark = pytest.mark.e2e
+
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
+# The effects table: DDL both databases accept, like the handler's SQL.
+EFFECTS_DDL = (
+    "CREATE TABLE {} (consumer_name VARCHAR(200) NOT NULL, event_id CHAR(36) NOT NULL, "
+    "aggregate_id VARCHAR(200) NOT NULL, version BIGINT)"
+)
+
+
+def portable_handler(
+    name: str, aggregate_type: str, effects: str, fail: Callable[[Event], bool] | None = None
+) -> Handler:
+    """One handler class for both databases: `conn` is a `Session`, its SQL plain."""
+
+    class Recorder(Handler):
+        consumer_name = name
+        aggregate_types = (aggregate_type,)
+        event_types = frozenset({"Created", "Refused"})
+
+        def handle(self, event: Event, conn: Session) -> None:
+            if fail is not None and fail(event):
+                raise RuntimeError(f"handler refuses {event.event_id}")
+            if event.event_type == "Refused":
+                raise RefuseTransition("not from this state")
+            conn.execute(
+                f"INSERT INTO {effects} (consumer_name, event_id, aggregate_id, version) "
+                "VALUES (%s, %s, %s, %s)",
+                (name, str(event.event_id), event.aggregate_id, event.aggregate_version),
+            )
+
+    return Recorder()
+
+
+@dataclass(frozen=True)
+class Database:
+    """A consumer's database in a test: its DSN, its tables' names, an effects table."""
+
+    kind: str
+    dsn: str
+    names: DbNames
+    effects: str
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        if self.kind == "mariadb":
+            mariadb = open_session(self.dsn)
+            try:
+                yield mariadb
+            finally:
+                mariadb.close()
+        else:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                yield conn
+
+    def rows(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """The rows of a query, UUIDs as text (MariaDB keeps them as CHAR(36))."""
+        with self.session() as conn:
+            rows = conn.execute(statement, params).fetchall()
+        return [tuple(str(v) if isinstance(v, uuid.UUID) else v for v in r) for r in rows]
+
+    def effects_of(self, consumer: str) -> list[tuple[str, int | None]]:
+        return [
+            (r[0], r[1])
+            for r in self.rows(
+                f"SELECT aggregate_id, version FROM {self.effects} WHERE consumer_name = %s "
+                "ORDER BY aggregate_id, version",
+                (consumer,),
+            )
+        ]
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def database(request: pytest.FixtureRequest, stack: Endpoints) -> Database:
+    effects = unique("effects")
+    if request.param == "mariadb":
+        dsn = request.getfixturevalue("mariadb_dsn")
+        db = Database("mariadb", dsn, mariadb_names(dsn), effects)
+    else:
+        db = Database("postgresql", stack.dsn, DbNames(), effects)
+    with db.session() as conn:
+        conn.execute(EFFECTS_DDL.format(effects))
+    return db
+
+
+@contextmanager
+def consuming(
+    stack: Endpoints, database: Database, handler: Handler, group: str, **options: Any
+) -> Iterator[Running]:
+    config = ConsumerConfig(
+        bootstrap_servers=stack.bootstrap_servers,
+        dsn=database.dsn,
+        group_id=group,
+        auto_offset_reset="earliest",
+        **options,
+    )
+    consumer = Consumer([handler], config, database.names)
+    with running_in_thread(consumer, f"consumer-{group}") as running:
+        yield running
+
+
+@pytest.mark.parametrize("batch_mode", [False, True], ids=["per-record", "batch"])
+def test_each_event_applies_once_in_version_order(
+    stack: Endpoints, database: Database, batch_mode: bool
+) -> None:
+    """Versions 1-3 of a1 and 1 of a2 apply; a1's version 2 sent again under a new id is
+    stale; a refused transition is recorded for reconciliation. Read again from the start
+    in another group, every event is a duplicate: nothing applies twice."""
+    aggregate_type, name = unique("order"), unique("c")
+    events = [
+        NewEvent(aggregate_type, "a1", "Created", {}, aggregate_version=1),
+        NewEvent(aggregate_type, "a2", "Created", {}, aggregate_version=1),
+        NewEvent(aggregate_type, "a1", "Created", {}, aggregate_version=2),
+        NewEvent(aggregate_type, "a1", "Created", {}, aggregate_version=3),
+        NewEvent(aggregate_type, "a1", "Created", {}, aggregate_version=2),
+        NewEvent(aggregate_type, "a2", "Refused", {}, aggregate_version=2),
+    ]
+    ids = write(stack.dsn, events)
+    handler = portable_handler(name, aggregate_type, database.effects)
+    with consuming(stack, database, handler, name, batch_mode=batch_mode) as running:
+        eventually(lambda: running.stats.total == len(events), what="every event ended")
+        counts = {o: running.stats[o] for o in (Outcome.PROCESSED, Outcome.STALE)}
+        assert counts == {Outcome.PROCESSED: 4, Outcome.STALE: 1}
+        assert running.stats[Outcome.REFUSED] == 1
+    expected = [("a1", 1), ("a1", 2), ("a1", 3), ("a2", 1)]
+    assert database.effects_of(name) == expected
+    reconciled = database.rows(
+        f"SELECT event_id FROM {database.names.reconciliation} WHERE consumer_name = %s",
+        (name,),
+    )
+    assert reconciled == [(str(ids[5]),)]
+    again = unique("g")
+    with consuming(
+        stack, database, handler, again, batch_mode=batch_mode, move_to_group=True
+    ) as running:
+        eventually(lambda: running.stats.total == len(events), what="every event again")
+        assert running.stats[Outcome.DUPLICATE] == len(events)
+    assert database.effects_of(name) == expected
+
+
+def test_a_failing_event_is_dead_lettered_and_its_aggregate_parked(
+    stack: Endpoints, database: Database
+) -> None:
+    aggregate_type, name = unique("order"), unique("c")
+    ids = write(
+        stack.dsn,
+        [
+            NewEvent(aggregate_type, "broken", "Created", {}, aggregate_version=1),
+            NewEvent(aggregate_type, "broken", "Created", {}, aggregate_version=2),
+            NewEvent(aggregate_type, "fine", "Created", {}, aggregate_version=1),
+        ],
+    )
+    fail: Callable[[Event], bool] = lambda e: e.event_id == ids[0]  # noqa: E731
+    handler = portable_handler(name, aggregate_type, database.effects, fail)
+    with consuming(stack, database, handler, name, retry=FAST_RETRY) as running:
+        eventually(lambda: running.stats[Outcome.PARKED] == 1, what="the later event parked")
+        assert running.stats[Outcome.DEAD_LETTERED] == 1
+        assert running.stats.retries == FAST_RETRY.max_attempts - 1
+    assert database.effects_of(name) == [("fine", 1)]
+    inbox = database.names.inbox
+    failed = database.rows(
+        f"SELECT event_id, retry_count, error_message FROM {inbox} "
+        "WHERE consumer_name = %s AND status = 'FAILED' ORDER BY received_at, source_offset",
+        (name,),
+    )
+    assert [r[0] for r in failed] == [str(i) for i in ids[:2]]
+    assert failed[0][1] == FAST_RETRY.max_attempts and "handler refuses" in failed[0][2]
+    parked = database.rows(
+        f"SELECT aggregate_id, event_id FROM {database.names.parked} WHERE consumer_name = %s",
+        (name,),
+    )
+    assert [(bytes(a).decode() if isinstance(a, bytes) else a, e) for a, e in parked] == [
+        ("broken", str(ids[0]))
+    ]
+    letters = dead_letters(stack, wire.topic_for(aggregate_type) + ".dlq", expect=2)
+    assert [dict(r.headers)["id"] for r in letters] == [str(i).encode() for i in ids[:2]]
