@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 import psycopg
@@ -30,6 +30,9 @@ from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
 from cdcbox.telemetry.log_format import LEVELS
+
+if TYPE_CHECKING:
+    from cdcbox.consumer.database import ConsumerDatabase
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -84,6 +87,18 @@ class Settings:
     def database(self) -> psycopg.Connection[Any]:
         """An autocommit connection: each library call opens its own transactions."""
         return connect(self.require_dsn(), autocommit=True)
+
+    @contextmanager
+    def consumer_database(self) -> Iterator[ConsumerDatabase]:
+        """The consumers' tables of the DSN's database, PostgreSQL or MariaDB, with one
+        autocommit session (`sessions()`), closed at exit."""
+        from cdcbox.consumer.database import consumer_database
+
+        database = consumer_database(self.require_dsn(), self.names, durable_each_commit=True)
+        try:
+            yield database
+        finally:
+            database.sessions.close()
 
 
 def settings(ctx: click.Context) -> Settings:

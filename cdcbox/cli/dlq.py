@@ -104,8 +104,15 @@ def dlq_replay(
         return
     if replay_all:
         confirm(yes, f"replay all {len(letters)} dead letter(s) from {topic}?")
-    with s.database() as conn, click.progressbar(length=len(letters), label="replaying") as bar:
+    with (
+        s.consumer_database() as db,
+        click.progressbar(length=len(letters), label="replaying") as bar,
+    ):
         count = dead_letters.replay(
-            kafka, letters, progress=bar.update, parked_in=conn, names=s.names
+            kafka,
+            letters,
+            progress=bar.update,
+            parked_in=db.sessions(),
+            parking=db.stores.parking,
         )
     click.echo(f"replayed {count} dead letter(s) from {topic}")

@@ -29,8 +29,8 @@ def inbox_group() -> None:
 @click.pass_context
 def inbox_stats(ctx: click.Context, as_json: bool) -> None:
     s = settings(ctx)
-    with s.database() as conn:
-        rows = retention.inbox_stats(conn, s.names)
+    with s.consumer_database() as db:
+        rows = retention.inbox_stats(db.sessions(), s.names)
     if as_json:
         print_json([{"consumer": c, "status": st, "rows": n, "oldest": o} for c, st, n, o in rows])
     else:
@@ -80,7 +80,8 @@ def inbox_purge(
     age = retention.parse_duration(older_than)
     retry, repair = retention.parse_duration(retry_window), retention.parse_duration(repair_window)
     pace = Pace(max_rate)
-    with s.database() as conn, DeletingProgress() as bar:
+    with s.consumer_database() as db, DeletingProgress() as bar:
+        conn = db.sessions()
         floor = (
             retention.InboxFloor(
                 retention.parse_duration(topic_retention), retry, repair, "--topic-retention"

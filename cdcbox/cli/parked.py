@@ -6,7 +6,6 @@ import click
 
 from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.errors import UsageError
-from cdcbox.stores.parking import Parking
 
 
 @click.group("parked")
@@ -18,9 +17,10 @@ def parked() -> None:
 @json_option
 @click.pass_context
 def parked_list(ctx: click.Context, as_json: bool) -> None:
-    s = settings(ctx)
-    with s.database() as conn, conn.transaction():
-        rows = Parking(s.names).list(conn)
+    with settings(ctx).consumer_database() as db:
+        conn = db.sessions()
+        with conn.transaction():
+            rows = db.stores.parking.list(conn)
     keys = ["consumer", "aggregate_type", "aggregate_id", "event_id", "reason", "parked_at"]
     if as_json:
         print_json([dict(zip(keys, r, strict=True)) for r in rows])
@@ -37,9 +37,10 @@ def parked_release(
     ctx: click.Context, consumer: str, aggregate_type: str, aggregate_id: str
 ) -> None:
     """Let the aggregate's next events be applied again (replay its dead letters first)."""
-    s = settings(ctx)
-    with s.database() as conn, conn.transaction():
-        released = Parking(s.names).release(conn, consumer, aggregate_type, aggregate_id)
+    with settings(ctx).consumer_database() as db:
+        conn = db.sessions()
+        with conn.transaction():
+            released = db.stores.parking.release(conn, consumer, aggregate_type, aggregate_id)
     if not released:
         raise UsageError(f"{aggregate_type}/{aggregate_id} is not parked for {consumer}")
     click.echo(f"released {aggregate_type}/{aggregate_id} for {consumer}")

@@ -18,8 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
 from cdcbox import wire
 from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.event import Event
@@ -27,8 +25,9 @@ from cdcbox.kafka.client import Consumer, KafkaSettings, Producer, TopicPartitio
 from cdcbox.kafka.records import RecordSink
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
+from cdcbox.session import Session
 from cdcbox.stores.parking import Parking
-from cdcbox.stores.protocols import ParkedKey
+from cdcbox.stores.protocols import ParkedKey, ParkingStore
 from cdcbox.wire import ConsumedRecord
 
 ERROR_HEADERS = (
@@ -246,8 +245,9 @@ def replay(
     kafka: KafkaSettings,
     letters: list[DeadLetter],
     progress: Callable[[int], None] = lambda n: None,
-    parked_in: psycopg.Connection[Any] | None = None,
+    parked_in: Session | None = None,
     names: DbNames = DbNames(),
+    parking: ParkingStore | None = None,
 ) -> int:
     """Republish to the original topics in dead-letter order, awaiting each
     acknowledgement; returns the count.
@@ -266,23 +266,26 @@ def replay(
         enable_idempotence=True,
         max_request_size=EventLimits().dead_letter_max_request_size(largest),
     ) as producer:
-        return replay_with(producer, letters, progress, parked_in, names)
+        return replay_with(producer, letters, progress, parked_in, names, parking)
 
 
 def replay_with(
     producer: RecordSink,
     letters: list[DeadLetter],
     progress: Callable[[int], None] = lambda n: None,
-    parked_in: psycopg.Connection[Any] | None = None,
+    parked_in: Session | None = None,
     names: DbNames = DbNames(),
+    parking: ParkingStore | None = None,
 ) -> int:
-    """`replay` through `producer` (the test harness's topics, or a producer of Kafka)."""
+    """`replay` through `producer` (the test harness's topics, or a producer of Kafka);
+    the parked aggregates are marked in `parked_in` through `parking` (by default the
+    PostgreSQL table of `names`)."""
     _check_replayable(letters)
     count = republish(producer, letters, progress)
     if parked_in is not None:
         with parked_in.transaction():
             ids = [d.inbox_key for d in letters if d.inbox_key]
-            Parking(names).mark_replaying(parked_in, parked_keys(letters), ids)
+            (parking or Parking(names)).mark_replaying(parked_in, parked_keys(letters), ids)
     return count
 
 

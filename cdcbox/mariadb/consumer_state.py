@@ -5,8 +5,10 @@ binding and the circuit breaker's state, with the PostgreSQL stores' guarantees 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from cdcbox.event import Event
 from cdcbox.mariadb.inbox import placeholders
@@ -60,7 +62,7 @@ class MariaDbParking(ParkedCache):
         """As `Parking.mark_replaying`: one statement per aggregate (a replay is rare)."""
         if not keys or not event_ids:
             return
-        statement = self._replaying + f"({placeholders(1, len(event_ids))}))"
+        statement = self._replaying + "(" + ", ".join(["%s"] * len(event_ids)) + "))"
         for key in keys:
             conn.execute(statement, (*key, *key, *event_ids))
 
@@ -84,6 +86,13 @@ class MariaDbParking(ParkedCache):
 
     def release_if_drained(self, conn: Session, key: ParkedKey) -> bool:
         return conn.execute(self._drained, (*key, *key)).rowcount > 0
+
+    def list(self, conn: Session) -> list[tuple[Any, ...]]:
+        rows = conn.execute(
+            "SELECT consumer_name, aggregate_type, aggregate_id, event_id, reason, parked_at "
+            f"FROM {self.table} ORDER BY parked_at"
+        ).fetchall()
+        return [(c, t, _text(a), uuid.UUID(e), r, at) for c, t, a, e, r, at in rows]
 
 
 class MariaDbReconciliation:

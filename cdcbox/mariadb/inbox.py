@@ -225,6 +225,17 @@ def _row(event: Event, consumer: str) -> tuple[object, ...]:
     return (str(row[0]), *row[1:])
 
 
+def mariadb_purge_statements(names: DbNames) -> tuple[str, str]:
+    """The inbox purge's count and batch delete on MariaDB (parameters: the age in
+    microseconds, then the batch size): finished rows, oldest first, along the
+    (status, processed_at) index."""
+    condition = (
+        f"FROM {names.inbox} WHERE status IN {_FINISHED} AND "
+        "COALESCE(processed_at, received_at) < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+    )
+    return f"SELECT count(*) {condition}", f"DELETE {condition} ORDER BY processed_at LIMIT %s"
+
+
 def _claim_values(processed: bool) -> str:
     """One claimed row's VALUES (the `_row` columns, then status and processed_at)."""
     done = "'PROCESSED', UTC_TIMESTAMP(6)" if processed else "'RECEIVED', NULL"

@@ -20,11 +20,13 @@ from psycopg import sql
 from cdcbox.errors import UsageError
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.topics import topic_retention
+from cdcbox.mariadb.inbox import mariadb_purge_statements
 from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
-from cdcbox.stores.group_binding import GroupBinding
+from cdcbox.session import Session
 
+_GROUPS = "SELECT DISTINCT group_id FROM {} ORDER BY 1"
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -37,22 +39,26 @@ def parse_duration(text: str) -> timedelta:
     return sum((timedelta(**{_UNITS[u]: int(n)}) for n, u in parts), timedelta())
 
 
-def inbox_stats(
-    conn: psycopg.Connection[Any], names: DbNames = DbNames()
-) -> list[tuple[str, str, int, datetime]]:
+def inbox_stats(conn: Session, names: DbNames = DbNames()) -> list[tuple[str, str, int, datetime]]:
+    """Rows per consumer and status, and the oldest one's arrival (either database)."""
+    statement = "SELECT consumer_name, status, count(*), min(received_at) FROM {} GROUP BY 1, 2"
     with conn.transaction():
-        return conn.execute(
-            sql.SQL(
-                "SELECT consumer_name, status, count(*), min(received_at) FROM {} "
-                "GROUP BY 1, 2 ORDER BY 1, 2"
-            ).format(names.table("inbox"))
-        ).fetchall()
+        rows = conn.execute(_on(conn, statement + " ORDER BY 1, 2", names)).fetchall()
+    return [(c, st, int(n), oldest) for c, st, n, oldest in rows]
+
+
+def _on(conn: Session, statement: str, names: DbNames, table: str = "inbox") -> Any:
+    """`statement` with `{}` naming the table: schema-qualified on PostgreSQL, the plain
+    name in a MariaDB service's database."""
+    if isinstance(conn, psycopg.Connection):
+        return sql.SQL(statement).format(names.table(table))
+    return statement.format(getattr(names, table))
 
 
 def _purge(
-    conn: psycopg.Connection[Any],
-    count: sql.Composed,
-    delete: sql.Composed,
+    conn: Session,
+    count: Any,
+    delete: Any,
     params: tuple[Any, ...],
     batch: int,
     progress: Callable[[int, int], None],
@@ -211,13 +217,11 @@ def inbox_floor(
     return InboxFloor(found.duration, retry_window, repair_window, found.reason)
 
 
-def inbox_topics(
-    conn: psycopg.Connection[Any], kafka: KafkaSettings, names: DbNames = DbNames()
-) -> list[str]:
+def inbox_topics(conn: Session, kafka: KafkaSettings, names: DbNames = DbNames()) -> list[str]:
     """The topics the consumers of this inbox read, whatever their names: those their
     consumer groups (bound to their names at start) have committed offsets on."""
     with conn.transaction():
-        groups = GroupBinding(names).groups(conn)
+        groups = [row[0] for row in conn.execute(_on(conn, _GROUPS, names, "bindings")).fetchall()]
     with Admin(kafka) as admin:
         return sorted({tp.topic for group in groups for tp in admin.group_offsets(group)})
 
@@ -241,7 +245,7 @@ def check_inbox_retention(older_than: timedelta, floor: InboxFloor, force: bool)
 
 
 def purge_inbox(
-    conn: psycopg.Connection[Any],
+    conn: Session,
     older_than: timedelta,
     floor: InboxFloor,
     force: bool = False,
@@ -255,8 +259,13 @@ def purge_inbox(
     ones stay for replay; a replayed row counts from when it was processed); refused
     below the safety floor unless forced. `dry_run`: how many it would delete."""
     check_inbox_retention(older_than, floor, force)
-    count, delete = inbox_purge_statements(names)
-    return _purge(conn, count, delete, (older_than,), batch, progress, dry_run, pace)
+    if isinstance(conn, psycopg.Connection):
+        statements: tuple[Any, Any] = inbox_purge_statements(names)
+        age: tuple[Any, ...] = (older_than,)
+    else:  # MariaDB
+        statements = mariadb_purge_statements(names)
+        age = (older_than // timedelta(microseconds=1),)
+    return _purge(conn, *statements, age, batch, progress, dry_run, pace)
 
 
 def inbox_purge_statements(names: DbNames) -> tuple[sql.Composed, sql.Composed]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from cdcbox.event import Event
 from cdcbox.session import Session
@@ -97,6 +97,11 @@ class ParkingStore(Protocol):
     ) -> bool: ...
 
     def release_if_drained(self, conn: Session, key: ParkedKey) -> bool: ...
+
+    def list(self, conn: Session) -> list[tuple[Any, ...]]:
+        """(consumer, aggregate type, aggregate id, event id, reason, parked at) of every
+        parked aggregate, oldest first."""
+        ...
 
 
 class ReconciliationStore(Protocol):

@@ -5,6 +5,7 @@ written once, runs on either database: each test runs on both."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,8 +14,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from cdcbox import Session, wire
+from cdcbox.cli.main import cli
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome, RetryPolicy
 from cdcbox.consumer.signals import RefuseTransition
 from cdcbox.mariadb.session import open_session
@@ -23,7 +26,7 @@ from cdcbox.producer.outbox import NewEvent
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import Running, running_in_thread
 from tests.e2e.test_consumer_failures import dead_letters, write
-from tests.helpers import eventually, mariadb_names, unique
+from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -100,9 +103,10 @@ class Database:
 @pytest.fixture(params=["postgresql", "mariadb"])
 def database(request: pytest.FixtureRequest, stack: Endpoints) -> Database:
     effects = unique("effects")
+    # The stack's migrated tables (what `cdc-ctl` finds by default); tests keep apart
+    # by consumer name.
     if request.param == "mariadb":
-        dsn = request.getfixturevalue("mariadb_dsn")
-        db = Database("mariadb", dsn, mariadb_names(dsn), effects)
+        db = Database("mariadb", request.getfixturevalue("mariadb_dsn"), DbNames(), effects)
     else:
         db = Database("postgresql", stack.dsn, DbNames(), effects)
     with db.session() as conn:
@@ -165,9 +169,12 @@ def test_each_event_applies_once_in_version_order(
     assert database.effects_of(name) == expected
 
 
-def test_a_failing_event_is_dead_lettered_and_its_aggregate_parked(
+def test_a_failing_event_is_dead_lettered_parked_and_replayed(
     stack: Endpoints, database: Database
 ) -> None:
+    """broken's first event fails its retries: dead-lettered, broken parked (its second
+    event dead-lettered behind it), fine applied. Fixed, `cdc-ctl dlq replay` puts both
+    back: applied in order, and the last one's commit releases the park."""
     aggregate_type, name = unique("order"), unique("c")
     ids = write(
         stack.dsn,
@@ -177,27 +184,44 @@ def test_a_failing_event_is_dead_lettered_and_its_aggregate_parked(
             NewEvent(aggregate_type, "fine", "Created", {}, aggregate_version=1),
         ],
     )
-    fail: Callable[[Event], bool] = lambda e: e.event_id == ids[0]  # noqa: E731
-    handler = portable_handler(name, aggregate_type, database.effects, fail)
+    broken = [True]
+    handler = portable_handler(
+        name, aggregate_type, database.effects, lambda e: broken[0] and e.event_id == ids[0]
+    )
     with consuming(stack, database, handler, name, retry=FAST_RETRY) as running:
         eventually(lambda: running.stats[Outcome.PARKED] == 1, what="the later event parked")
         assert running.stats[Outcome.DEAD_LETTERED] == 1
         assert running.stats.retries == FAST_RETRY.max_attempts - 1
-    assert database.effects_of(name) == [("fine", 1)]
-    inbox = database.names.inbox
-    failed = database.rows(
-        f"SELECT event_id, retry_count, error_message FROM {inbox} "
-        "WHERE consumer_name = %s AND status = 'FAILED' ORDER BY received_at, source_offset",
-        (name,),
-    )
-    assert [r[0] for r in failed] == [str(i) for i in ids[:2]]
-    assert failed[0][1] == FAST_RETRY.max_attempts and "handler refuses" in failed[0][2]
-    parked = database.rows(
-        f"SELECT aggregate_id, event_id FROM {database.names.parked} WHERE consumer_name = %s",
-        (name,),
-    )
-    assert [(bytes(a).decode() if isinstance(a, bytes) else a, e) for a, e in parked] == [
-        ("broken", str(ids[0]))
-    ]
-    letters = dead_letters(stack, wire.topic_for(aggregate_type) + ".dlq", expect=2)
-    assert [dict(r.headers)["id"] for r in letters] == [str(i).encode() for i in ids[:2]]
+        assert database.effects_of(name) == [("fine", 1)]
+        failed = database.rows(
+            f"SELECT event_id, retry_count, error_message FROM {database.names.inbox} "
+            "WHERE consumer_name = %s AND status = 'FAILED' ORDER BY source_offset",
+            (name,),
+        )
+        assert [r[0] for r in failed] == [str(i) for i in ids[:2]]
+        assert failed[0][1] == FAST_RETRY.max_attempts and "handler refuses" in failed[0][2]
+        parked = json.loads(ctl(database.dsn, "parked", "list", "--json"))
+        assert [(p["aggregate_id"], p["event_id"]) for p in parked if p["consumer"] == name] == [
+            ("broken", str(ids[0]))
+        ]
+        dlq = wire.topic_for(aggregate_type) + ".dlq"
+        letters = dead_letters(stack, dlq, expect=2)
+        assert [dict(r.headers)["id"] for r in letters] == [str(i).encode() for i in ids[:2]]
+        broken[0] = False
+        assert "replayed 2" in ctl(database.dsn, "dlq", "replay", dlq, "--all", "--yes")
+        eventually(
+            lambda: database.effects_of(name) == [("broken", 1), ("broken", 2), ("fine", 1)],
+            what="the replayed events applied in order",
+        )
+        eventually(
+            lambda: not [p for p in json.loads(ctl(database.dsn, "parked", "list", "--json"))
+                         if p["consumer"] == name],
+            what="the park released",
+        )  # fmt: skip
+
+
+def ctl(dsn: str, *args: str) -> str:
+    """`cdc-ctl --dsn DSN ARGS` against the stack's Kafka; its output (exit code 0)."""
+    result = CliRunner().invoke(cli, ["--dsn", dsn, *args])
+    assert result.exit_code == 0, result.output
+    return result.output
