@@ -149,16 +149,18 @@ def service_consumer(
     bootstrap: str,
     schemas: Catalogue,
     specs: dict[str, ConnectorSpec] | None = None,
+    mariadb_dsn: str | None = None,
     **options: Any,
 ) -> Consumer:
-    """A consumer of `service`'s handlers on its own database, in the group named after
-    it; its handlers emit to the outbox its spec reads (`specs`: the shipped fleet's)."""
+    """A consumer of `service`'s handlers on its own database (on MariaDB where it is
+    portable and `mariadb_dsn` is given), in the group named after it; its handlers emit
+    to the outbox its spec reads (`specs`: the shipped fleet's)."""
     specs = specs or producing_specs()
     return Consumer(
         [handler() for handler in service.handlers],
         ConsumerConfig(
             bootstrap_servers=bootstrap,
-            dsn=service.dsn(admin_dsn),
+            dsn=service.dsn(admin_dsn, mariadb_dsn),
             group_id=service.name,
             schemas=schemas,
             emit_messages=emits_messages(service, specs),
@@ -173,6 +175,7 @@ def start_fleet(
     bootstrap: str,
     schemas: Catalogue,
     specs: dict[str, ConnectorSpec] | None = None,
+    mariadb_dsn: str | None = None,
 ) -> tuple[dict[str, Consumer], list[threading.Thread]]:
     """One consumer per service, on its own database, running in threads, each with its
     partitions assigned when this returns."""
@@ -183,6 +186,7 @@ def start_fleet(
             bootstrap,
             schemas,
             specs,
+            mariadb_dsn,
             batch_mode=True,
             # A new group starts at the topics' end: a stack that ran other things holds
             # older events of these aggregate types (topics are by aggregate type,
@@ -207,6 +211,7 @@ def run_fleet(
     rate: float,
     timeout_s: float,
     specs: dict[str, ConnectorSpec] | None = None,
+    mariadb_dsn: str | None = None,
 ) -> FleetRun:
     """Prepare the fleet (idempotent), run it once over `orders` orders, read back what
     each hop did. Raises SystemExit when a hop does not finish within `timeout_s`.
@@ -218,12 +223,13 @@ def run_fleet(
         ConnectClient(os.environ["CDCBOX_CONNECT_URL"]),
         debezium_password_from_env(),
         specs=specs,
+        mariadb_dsn=mariadb_dsn,
     )
     with psycopg.connect(inventory_dsn) as conn, conn.transaction():
         stock_up(conn, SKUS, available=max(1, orders // 10))  # some orders will be short
     schemas = Catalogue.load(resource_dir("schemas") / "avro")
     starts = end_offsets(bootstrap, ORDER_TOPIC)
-    consumers, threads = start_fleet(admin_dsn, bootstrap, schemas, specs)
+    consumers, threads = start_fleet(admin_dsn, bootstrap, schemas, specs, mariadb_dsn)
     like = (result.run + "-%",)
     try:
         began = time.monotonic()
@@ -411,6 +417,7 @@ def main() -> None:
         args.writers,
         args.rate,
         args.timeout,
+        mariadb_dsn=os.environ.get("CDCBOX_MARIADB_DSN"),
     )
     print_summary(result, args.writers, args.rate)
 

@@ -1,7 +1,8 @@
 """The order example as a fleet: every service on a database of its own, as in
 production. Orders and inventory produce (an outbox, a slot, a connector each:
 `connectors/fleet/`); the others only consume (`--only inbox`: no REPLICATION role,
-publication or slot).
+publication or slot). Points runs on MariaDB when the stack has one (`stack up
+--with-mariadb`, CDCBOX_MARIADB_DSN): the same handler, its inbox in MariaDB.
 
     orders ──OrderCreated──► inventory, marketing, points, notifications, search
     orders ◄─StockReserved / StockRejected── inventory      (the way back)
@@ -17,6 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -26,6 +28,9 @@ from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import ConnectorSpec, load_specs
 from cdcbox.consumer import Handler
 from cdcbox.db import connect
+from cdcbox.mariadb import connect as connect_mariadb
+from cdcbox.mariadb import migrate as migrate_mariadb
+from cdcbox.mariadb.session import open_session
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.ops.deploy import apply_checked
@@ -36,7 +41,7 @@ from consumer.inventory import InventoryHandler
 from consumer.marketing import CouponHandler
 from consumer.notifications import NotificationHandler
 from consumer.orders import OrderStatusHandler, PaymentHandler, create_schema
-from consumer.points import PointsHandler
+from consumer.points import MARIADB_TABLES, PointsHandler
 from consumer.search_index import SearchIndexHandler
 
 
@@ -48,16 +53,28 @@ class FleetService:
     name: str
     handlers: tuple[type[Handler], ...]
     produces: bool = False
+    # Its handlers run on MariaDB as they are (their `conn` a `Session`, their SQL
+    # plain): given a MariaDB server, the service's database is there.
+    portable: bool = False
 
-    def dsn(self, admin_dsn: str) -> str:
+    def dsn(self, admin_dsn: str, mariadb_dsn: str | None = None) -> str:
+        """Its database: on the PostgreSQL server of `admin_dsn`, or, for a portable
+        service when `mariadb_dsn` names a MariaDB server, on that one."""
+        if self.on_mariadb(mariadb_dsn):
+            assert mariadb_dsn is not None
+            parts = urlsplit(mariadb_dsn)
+            return urlunsplit(parts._replace(path="/" + self.name))
         return make_conninfo(admin_dsn, dbname=self.name)
+
+    def on_mariadb(self, mariadb_dsn: str | None) -> bool:
+        return self.portable and bool(mariadb_dsn)
 
 
 FLEET = (
     FleetService("orders", (OrderStatusHandler, PaymentHandler), produces=True),
     FleetService("inventory", (InventoryHandler,), produces=True),
     FleetService("marketing", (CouponHandler,)),
-    FleetService("points", (PointsHandler,)),
+    FleetService("points", (PointsHandler,), portable=True),
     FleetService("notifications", (NotificationHandler,)),
     FleetService("search", (SearchIndexHandler,)),
 )
@@ -92,12 +109,17 @@ def prepare(
     debezium_password: str | None = None,
     progress: Callable[[str], None] = print,
     specs: dict[str, ConnectorSpec] | None = None,
+    mariadb_dsn: str | None = None,
 ) -> None:
     """Each service's database (created if missing), its business tables and what it
     needs of cdcbox (the outbox mode its spec reads), then the producing services'
     connectors. Idempotent."""
     specs = specs or producing_specs()
     for service in FLEET:
+        if service.on_mariadb(mariadb_dsn):
+            _prepare_on_mariadb(service.dsn(admin_dsn, mariadb_dsn))
+            progress(f"{service.name}: migrated on MariaDB")
+            continue
         _create_database(admin_dsn, service.name)
         with connect(service.dsn(admin_dsn)) as conn:
             create_schema(conn)
@@ -123,6 +145,21 @@ def prepare(
         progress(f"{spec.label}: RUNNING")
 
 
+def _prepare_on_mariadb(dsn: str) -> None:
+    """A portable consume-only service on MariaDB (its database made by `stack up`): its
+    business table, and cdcbox's consumer tables (`db migrate --only inbox` does this)."""
+    session = open_session(dsn)
+    try:
+        session.execute(MARIADB_TABLES)
+    finally:
+        session.close()
+    conn = connect_mariadb(dsn)
+    try:
+        migrate_mariadb(conn, parts=("inbox",))
+    finally:
+        conn.close()
+
+
 def _create_database(admin_dsn: str, name: str) -> None:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         if conn.execute("SELECT FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
@@ -137,11 +174,13 @@ def debezium_password_from_env() -> str | None:
 
 def main() -> None:
     """`python -m consumer.fleet`: prepare the fleet on the stack the environment names
-    (CDCBOX_DSN, CDCBOX_CONNECT_URL, CDCBOX_DEBEZIUM_PASSWORD_FILE)."""
+    (CDCBOX_DSN, CDCBOX_CONNECT_URL, CDCBOX_DEBEZIUM_PASSWORD_FILE, and
+    CDCBOX_MARIADB_DSN when the stack runs MariaDB)."""
     prepare(
         os.environ["CDCBOX_DSN"],
         ConnectClient(os.environ["CDCBOX_CONNECT_URL"]),
         debezium_password_from_env(),
+        mariadb_dsn=os.environ.get("CDCBOX_MARIADB_DSN"),
     )
 
 

@@ -16,6 +16,7 @@ import pytest
 from psycopg import sql
 
 from cdcbox.names import DbNames
+from cdcbox.session import Session
 from cdcbox.testing.harness import Record
 from cdcbox.testing.schemas import migrated_schema
 from cdcbox.testing.waits import eventually
@@ -181,6 +182,23 @@ def parked_count(conn: psycopg.Connection[Any], names: DbNames, consumer: str) -
             (consumer,),
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+@contextmanager
+def database_session(dsn: str) -> Iterator[Session]:
+    """An autocommit session on the DSN's database, PostgreSQL or MariaDB."""
+    from cdcbox.mariadb.connection import is_mariadb_dsn
+    from cdcbox.mariadb.session import open_session
+
+    if is_mariadb_dsn(dsn):
+        session = open_session(dsn)
+        try:
+            yield session
+        finally:
+            session.close()
+    else:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            yield conn
 
 
 def mariadb_names(dsn: str) -> DbNames:

@@ -28,7 +28,7 @@ from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
 from consumer.demo import run_fleet
 from consumer.fleet import FLEET, INVENTORY, ORDERS, fleet_specs, producing_specs
-from tests.helpers import drop_slot_once_released, eventually
+from tests.helpers import database_session, drop_slot_once_released, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,9 @@ def invoke(*args: str) -> Any:
 
 
 @pytest.fixture
-def deployed_fleet(stack: Endpoints, connect_client: ConnectClient) -> Iterator[None]:
+def deployed_fleet(
+    stack: Endpoints, connect_client: ConnectClient, mariadb_dsn: str
+) -> Iterator[None]:
     """The fleet's databases (`stack up` made them) prepared through the CLI; after the
     test its connectors are deleted and their slots dropped (the databases stay)."""
     with psycopg.connect(stack.dsn) as conn:
@@ -53,8 +55,9 @@ def deployed_fleet(stack: Endpoints, connect_client: ConnectClient) -> Iterator[
         for service in FLEET:
             if service.produces:
                 invoke("db", "migrate", "--service", str(specs[service.name].source))
-            else:
-                invoke("--dsn", service.dsn(stack.dsn), "db", "migrate", "--only", "inbox")
+            else:  # points on MariaDB: the same command
+                dsn = service.dsn(stack.dsn, mariadb_dsn)
+                invoke("--dsn", dsn, "db", "migrate", "--only", "inbox")
         applied = invoke("apply", str(specs[ORDERS.name].source.parent))
         assert "orders-outbox (service orders)" in applied.output
         yield
@@ -80,14 +83,19 @@ def deployed_fleet(stack: Endpoints, connect_client: ConnectClient) -> Iterator[
                 conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
 
 
-def test_the_fleet_is_exact_at_both_hops(stack: Endpoints, deployed_fleet: None) -> None:
-    run = run_fleet(stack.dsn, stack.bootstrap_servers, ORDERS_COUNT, 2, 40.0, 120)
+def test_the_fleet_is_exact_at_both_hops(
+    stack: Endpoints, deployed_fleet: None, mariadb_dsn: str
+) -> None:
+    """Points runs on MariaDB (issue 37): the same handler, its inbox there."""
+    run = run_fleet(
+        stack.dsn, stack.bootstrap_servers, ORDERS_COUNT, 2, 40.0, 120, mariadb_dsn=mariadb_dsn
+    )
     n = ORDERS_COUNT
     reserved, rejected = run.answers["StockReserved"], run.answers["StockRejected"]
     # Hop 1: every service applied every order of the run once, in its own database (the
     # consumers' counts may hold other events of the shared topic: a stack's tests write
     # order events too).
-    assert applied_per_service(stack, run.run) == {
+    assert applied_per_service(stack, run.run, mariadb_dsn) == {
         "points": n,
         "notifications": n,
         "search": n,
@@ -166,8 +174,9 @@ def test_inventory_on_the_outbox_without_a_table_is_exact_at_both_hops(
     _stock_is_conserved(stack, run.run)
 
 
-def applied_per_service(stack: Endpoints, run: str) -> dict[str, int]:
-    """Each consume-only service's rows for the run's orders, read from its database."""
+def applied_per_service(stack: Endpoints, run: str, mariadb_dsn: str = "") -> dict[str, int]:
+    """Each consume-only service's rows for the run's orders, read from its database
+    (points' on MariaDB when `mariadb_dsn` is given)."""
     tables = {
         "points": "points_pending",
         "notifications": "notification_outgoing",
@@ -177,12 +186,10 @@ def applied_per_service(stack: Endpoints, run: str) -> dict[str, int]:
     counts = {}
     by_name = {service.name: service for service in FLEET}
     for name, table in tables.items():
-        with psycopg.connect(by_name[name].dsn(stack.dsn)) as conn:
+        dsn = by_name[name].dsn(stack.dsn, mariadb_dsn)
+        with database_session(dsn) as conn:  # table names are plain: no quoting needed
             row = conn.execute(
-                sql.SQL("SELECT count(*) FROM {} WHERE order_id LIKE %s").format(
-                    sql.Identifier(table)
-                ),
-                (run + "-%",),
+                f"SELECT count(*) FROM {table} WHERE order_id LIKE %s", (run + "-%",)
             ).fetchone()
         counts[name] = row[0] if row else 0
     return counts

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -20,13 +19,14 @@ from cdcbox import Session, wire
 from cdcbox.cli.main import cli
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome, RetryPolicy
 from cdcbox.consumer.signals import RefuseTransition
-from cdcbox.mariadb.session import open_session
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent
 from cdcbox.stack.endpoints import Endpoints
+from consumer.points import MARIADB_TABLES
 from tests.e2e.conftest import Running, running_in_thread
 from tests.e2e.test_consumer_failures import dead_letters, write
-from tests.helpers import eventually, unique
+from tests.e2e.test_readme import block
+from tests.helpers import database_session, eventually, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -64,28 +64,17 @@ def portable_handler(
 
 @dataclass(frozen=True)
 class Database:
-    """A consumer's database in a test: its DSN, its tables' names, an effects table."""
+    """A consumer's database in a test: its DSN and an effects table of its own; the
+    consumer's tables are the stack's (what `cdc-ctl` finds by default), tests keep
+    apart by consumer name."""
 
-    kind: str
     dsn: str
-    names: DbNames
     effects: str
-
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        if self.kind == "mariadb":
-            mariadb = open_session(self.dsn)
-            try:
-                yield mariadb
-            finally:
-                mariadb.close()
-        else:
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                yield conn
+    names: DbNames = DbNames()
 
     def rows(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
         """The rows of a query, UUIDs as text (MariaDB keeps them as CHAR(36))."""
-        with self.session() as conn:
+        with database_session(self.dsn) as conn:
             rows = conn.execute(statement, params).fetchall()
         return [tuple(str(v) if isinstance(v, uuid.UUID) else v for v in r) for r in rows]
 
@@ -102,15 +91,10 @@ class Database:
 
 @pytest.fixture(params=["postgresql", "mariadb"])
 def database(request: pytest.FixtureRequest, stack: Endpoints) -> Database:
-    effects = unique("effects")
-    # The stack's migrated tables (what `cdc-ctl` finds by default); tests keep apart
-    # by consumer name.
-    if request.param == "mariadb":
-        db = Database("mariadb", request.getfixturevalue("mariadb_dsn"), DbNames(), effects)
-    else:
-        db = Database("postgresql", stack.dsn, DbNames(), effects)
-    with db.session() as conn:
-        conn.execute(EFFECTS_DDL.format(effects))
+    mariadb = request.param == "mariadb"
+    db = Database(request.getfixturevalue("mariadb_dsn") if mariadb else stack.dsn, unique("e"))
+    with database_session(db.dsn) as conn:
+        conn.execute(EFFECTS_DDL.format(db.effects))
     return db
 
 
@@ -225,3 +209,35 @@ def ctl(dsn: str, *args: str) -> str:
     result = CliRunner().invoke(cli, ["--dsn", dsn, *args])
     assert result.exit_code == 0, result.output
     return result.output
+
+
+def test_the_guides_handler_runs_on_mariadb(stack: Endpoints, mariadb_dsn: str) -> None:
+    """docs/guides/mariadb.md's handler, as written, under a consumer name and aggregate
+    type of this test's own."""
+    aggregate_type, name = unique("order"), unique("points")
+    scope: dict[str, Any] = {}
+    exec(block("def handle(self, event: Event, conn: Session)"), scope)  # noqa: S102
+
+    guides: type[Handler] = scope["PointsHandler"]
+    points = type(
+        "Points", (guides,), {"consumer_name": name, "aggregate_types": (aggregate_type,)}
+    )
+
+    with database_session(mariadb_dsn) as conn:
+        conn.execute(MARIADB_TABLES)
+    orders = [unique("o") for _ in range(2)]
+    write(
+        stack.dsn,
+        [
+            NewEvent(aggregate_type, order, "OrderCreated",
+                     {"order_id": order, "customer_id": "c-1", "total_cents": 4250})
+            for order in orders
+        ],
+    )  # fmt: skip
+    with consuming(stack, Database(mariadb_dsn, ""), points(), name) as running:
+        eventually(lambda: running.stats[Outcome.PROCESSED] == 2, what="both orders applied")
+    with database_session(mariadb_dsn) as conn:
+        rows = conn.execute(
+            "SELECT order_id, points FROM points_pending WHERE order_id IN (%s, %s)", orders
+        ).fetchall()
+    assert sorted(rows) == sorted((order, 42) for order in orders)

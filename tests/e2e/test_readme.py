@@ -47,6 +47,7 @@ MARKERS = (
     'schemas = Catalogue.load(Path("schemas/avro"))',
     "registered = Catalogue.load(",
     "outbox = MariaDbOutbox()",  # tests/integration/test_mariadb_outbox.py
+    "def handle(self, event: Event, conn: Session)",  # tests/e2e/test_mariadb_consumer.py
 )
 
 

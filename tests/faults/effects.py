@@ -6,15 +6,10 @@ both."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import psycopg
-
 from cdcbox.mariadb.connection import is_mariadb_dsn
-from cdcbox.mariadb.session import open_session
-from cdcbox.session import Session
+from tests.helpers import database_session
 
 EFFECTS_DDL = """
 CREATE TABLE IF NOT EXISTS fault_effect (
@@ -40,29 +35,15 @@ _GAPS = {
 }
 
 
-@contextmanager
-def effects_session(dsn: str) -> Iterator[Session]:
-    """A session on the database whose `fault_effect` the consumers write."""
-    if is_mariadb_dsn(dsn):
-        session = open_session(dsn)
-        try:
-            yield session
-        finally:
-            session.close()
-    else:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            yield conn
-
-
 def create_effects(dsn: str) -> None:
-    with effects_session(dsn) as conn:
+    with database_session(dsn) as conn:
         conn.execute(MARIADB_EFFECTS_DDL if is_mariadb_dsn(dsn) else EFFECTS_DDL)
 
 
 def max_stall_s(dsn: str, consumer: str) -> float:
     """The longest gap between consecutive effects (writers never pause that long)."""
     gap = _GAPS[is_mariadb_dsn(dsn)]
-    with effects_session(dsn) as conn:
+    with database_session(dsn) as conn:
         row = conn.execute(
             f"SELECT coalesce(max(gap), 0) FROM (SELECT {gap} AS gap FROM fault_effect "
             "WHERE consumer_name = %s) AS gaps",
@@ -72,7 +53,7 @@ def max_stall_s(dsn: str, consumer: str) -> float:
 
 
 def effect_rows(dsn: str, consumer: str) -> list[tuple[uuid.UUID, str, int]]:
-    with effects_session(dsn) as conn:
+    with database_session(dsn) as conn:
         rows = conn.execute(
             "SELECT event_id, aggregate_id, n FROM fault_effect WHERE consumer_name = %s "
             "ORDER BY seq",
@@ -82,7 +63,7 @@ def effect_rows(dsn: str, consumer: str) -> list[tuple[uuid.UUID, str, int]]:
 
 
 def applied_ids(dsn: str, consumer: str) -> set[uuid.UUID]:
-    with effects_session(dsn) as conn:
+    with database_session(dsn) as conn:
         rows = conn.execute(
             "SELECT DISTINCT event_id FROM fault_effect WHERE consumer_name = %s", (consumer,)
         ).fetchall()
