@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from cdcbox.errors import CdcboxError
 from cdcbox.event import Event
 from cdcbox.producer import NewEvent, Outbox, UnitOfWork
-from cdcbox.session import Session
+from cdcbox.session import AsyncSession, Session
 from cdcbox.wire import WireFormat
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncHandler",
+    "AsyncSession",
     "CdcboxError",
     "Consumer",
     "ConsumerConfig",

@@ -8,7 +8,7 @@ on either.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Protocol
 
 
@@ -58,3 +58,26 @@ class SessionSource(Protocol):
     def alive(self) -> bool: ...
 
     def close(self) -> None: ...
+
+
+class AsyncRows(Protocol):
+    """An async statement's result (psycopg's `AsyncCursor` is one)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    async def fetchone(self) -> Any: ...
+
+    async def fetchall(self) -> list[Any]: ...
+
+
+class AsyncSession(Protocol):
+    """What an `AsyncHandler` gets: psycopg's `AsyncConnection` on PostgreSQL, an
+    `AsyncMariaDbSession` on MariaDB; both views of the record's own session, inside
+    its transaction (`transaction()` is a savepoint)."""
+
+    async def execute(self, query: Any, params: Any = None) -> AsyncRows: ...
+
+    def cursor(self) -> Any: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...

@@ -1,4 +1,5 @@
-"""Async handlers: `async def handle(event, conn)` with a psycopg `AsyncConnection`.
+"""Async handlers: `async def handle(event, conn)` with a psycopg `AsyncConnection` (on
+MariaDB an `AsyncMariaDbSession`, `cdcbox.mariadb.async_session`).
 
 Guarantee: the same protocol as a sync handler. The `AsyncConnection` an async handler
 gets is a second view of the record's own database session: it wraps the libpq
@@ -23,16 +24,19 @@ import threading
 import uuid
 import weakref
 from collections.abc import Coroutine, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import psycopg
 
-from cdcbox.consumer.emit import caused_by, require_outbox
+from cdcbox.consumer.emit import caused_by, mismatched, require_outbox
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import UsageError
 from cdcbox.event import Event
+from cdcbox.mariadb.async_session import AsyncMariaDbSession
+from cdcbox.mariadb.outbox import MariaDbOutbox
+from cdcbox.mariadb.session import MariaDbSession
 from cdcbox.producer.outbox import NewEvent, Outbox, slot_refusal
-from cdcbox.session import Session
+from cdcbox.session import AsyncSession, Session
 from cdcbox.telemetry.tracing import in_current_context
 
 T = TypeVar("T")
@@ -60,22 +64,33 @@ class AsyncHandler(BaseHandler):
         for event in events:
             await self.handle(event, conn)
 
-    async def emit(
-        self, conn: psycopg.AsyncConnection[Any], cause: Event, event: NewEvent
-    ) -> uuid.UUID:
-        """`Handler.emit`, awaited, on the `AsyncConnection` `handle` got."""
-        outbox = require_outbox(self.outbox, type(self).__name__)
-        assert isinstance(outbox, Outbox)  # async handlers run on PostgreSQL only
+    async def emit(self, conn: AsyncSession, cause: Event, event: NewEvent) -> uuid.UUID:
+        """`Handler.emit`, awaited, on the connection `handle` got."""
+        name = type(self).__name__
+        outbox = require_outbox(self.outbox, name)
+        if isinstance(conn, AsyncMariaDbSession):  # its outbox table, on the same session
+            if not isinstance(outbox, MariaDbOutbox):
+                raise mismatched(name, outbox, "MariaDB")
+            return outbox.append(conn.session, caused_by(cause, event))
+        if not isinstance(outbox, Outbox) or not isinstance(conn, psycopg.AsyncConnection):
+            raise mismatched(name, outbox, "PostgreSQL")
         prepared = outbox.one(conn, caused_by(cause, event))
         with slot_refusal(outbox.messages):
             await conn.execute(prepared.statement, prepared.params)
         return prepared.event_ids[0]
 
     def invoke(self, event: Event, conn: Session) -> None:
-        run_on_loop(in_current_context(self.handle(event, async_view(conn))))
+        run_on_loop(in_current_context(self.handle(event, _declared(async_view(conn)))))
 
     def invoke_batch(self, events: Sequence[Event], conn: Session) -> None:
-        run_on_loop(in_current_context(self.handle_batch(events, async_view(conn))))
+        run_on_loop(in_current_context(self.handle_batch(events, _declared(async_view(conn)))))
+
+
+def _declared(view: AsyncSession) -> psycopg.AsyncConnection[Any]:
+    """`handle` is declared for psycopg, the common case; on MariaDB the view has the same
+    surface (`execute`, `cursor`, `transaction()`): a handler meant for both annotates
+    its `conn` as `cdcbox.AsyncSession`."""
+    return cast("psycopg.AsyncConnection[Any]", view)
 
 
 class _Loop:
@@ -115,16 +130,18 @@ _views: weakref.WeakKeyDictionary[psycopg.Connection[Any], psycopg.AsyncConnecti
 _views_lock = threading.Lock()
 
 
-def async_view(conn: Session) -> psycopg.AsyncConnection[Any]:
+def async_view(conn: Session) -> AsyncSession:
     """The `AsyncConnection` over `conn`'s own libpq connection (one per connection).
 
     It never prepares statements (the two objects would name them alike), and `conn`
     keeps its notice and notification handlers. It is closed when `conn` is: never
-    close it, commit it or roll it back yourself. Async handlers run on PostgreSQL only
-    (the consumer refuses them at start on another database).
+    close it, commit it or roll it back yourself. On MariaDB: an `AsyncMariaDbSession`
+    over the record's session.
     """
+    if isinstance(conn, MariaDbSession):
+        return AsyncMariaDbSession(conn)
     if not isinstance(conn, psycopg.Connection):
-        raise UsageError("an AsyncHandler needs a PostgreSQL session (psycopg)")
+        raise UsageError(f"an AsyncHandler cannot run on a {type(conn).__name__}")
     with _views_lock:
         view = _views.get(conn)
         if view is None:

@@ -9,16 +9,15 @@ as durable as the server is configured to make it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import psycopg
 
-from cdcbox.consumer.async_handler import AsyncHandler
-from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier
-from cdcbox.errors import CdcboxError, ConfigError
+from cdcbox.errors import CdcboxError
 from cdcbox.mariadb.connection import is_mariadb_dsn
 from cdcbox.names import DbNames
 from cdcbox.session import Session, SessionSource
@@ -28,7 +27,7 @@ from cdcbox.session import Session, SessionSource
 class ConsumerDatabase:
     """A consumer's database: its session, its stores, its durability barrier."""
 
-    kind: str  # "PostgreSQL" or "MariaDB", for messages
+    kind: Literal["PostgreSQL", "MariaDB"]
     sessions: SessionSource
     stores: Stores
     # Flushes the session's asynchronous commits; None where every COMMIT is durable.
@@ -78,16 +77,6 @@ def _mariadb(dsn: str, names: DbNames) -> ConsumerDatabase:
         return None
 
     return ConsumerDatabase("MariaDB", MariaDbSessions(dsn), stores, None, ping)
-
-
-def refuse_async_handlers(handlers: Sequence[BaseHandler]) -> None:
-    """On MariaDB: `AsyncHandler` runs on psycopg's `AsyncConnection`, PostgreSQL only."""
-    for handler in handlers:
-        if isinstance(handler, AsyncHandler):
-            raise ConfigError(
-                f"{type(handler).__name__} is an AsyncHandler: async handlers run on "
-                "PostgreSQL only; on MariaDB subclass Handler"
-            )
 
 
 def _barrier(conn: Session) -> None:

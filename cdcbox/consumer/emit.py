@@ -40,3 +40,12 @@ def require_outbox(
             "or run it in a Consumer or the testing Harness, which bind their own"
         )
     return outbox
+
+
+def mismatched(handler_name: str, outbox: object, database: str) -> UsageError:
+    """The error of a handler whose outbox (set by hand: the consumer binds the matching
+    one) is of another database than the session it runs on."""
+    return UsageError(
+        f"{handler_name}.outbox is a {type(outbox).__name__} but the handler runs on "
+        f"{database}: set the outbox of its database, or leave it None"
+    )

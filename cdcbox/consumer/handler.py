@@ -17,7 +17,7 @@ from typing import Any, ClassVar, cast
 import psycopg
 
 from cdcbox import wire
-from cdcbox.consumer.emit import caused_by, require_outbox
+from cdcbox.consumer.emit import caused_by, mismatched, require_outbox
 from cdcbox.consumer.signals import SkipEvent
 from cdcbox.event import Event
 from cdcbox.mariadb.outbox import MariaDbOutbox
@@ -97,14 +97,20 @@ class Handler(BaseHandler):
         for event in events:
             self.handle(event, conn)
 
-    def emit(self, conn: psycopg.Connection[Any], cause: Event, event: NewEvent) -> uuid.UUID:
+    def emit(self, conn: Session, cause: Event, event: NewEvent) -> uuid.UUID:
         """Append `event` to this service's outbox in the record's transaction (`conn` is
         the one `handle` got: no second connection). It commits with the record's effect
         or not at all, carries `cause`'s trace id and `cause`'s event id as its causation
         id. Works in every mode, pipelined and batch included. Returns its event id."""
-        return require_outbox(self.outbox, type(self).__name__).append(
-            conn, caused_by(cause, event)
-        )
+        name = type(self).__name__
+        outbox = require_outbox(self.outbox, name)
+        if isinstance(outbox, MariaDbOutbox):
+            if isinstance(conn, psycopg.Connection):
+                raise mismatched(name, outbox, "PostgreSQL")
+            return outbox.append(conn, caused_by(cause, event))
+        if not isinstance(conn, psycopg.Connection):
+            raise mismatched(name, outbox, "MariaDB")
+        return outbox.append(conn, caused_by(cause, event))
 
     def invoke(self, event: Event, conn: Session) -> None:
         """How the consumer calls `handle` (an `AsyncHandler` runs it on its loop)."""

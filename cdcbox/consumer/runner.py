@@ -22,7 +22,7 @@ import psycopg
 
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
-from cdcbox.consumer.database import consumer_database, refuse_async_handlers
+from cdcbox.consumer.database import consumer_database
 from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
@@ -36,7 +36,6 @@ from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
 from cdcbox.kafka.topics import ensure_topics, prepare_dead_letters
-from cdcbox.mariadb.connection import is_mariadb_dsn
 from cdcbox.names import DbNames
 from cdcbox.telemetry.http_metrics import serve
 
@@ -53,17 +52,15 @@ class Consumer:
         self.config = config
         self.stats = ConsumerStats()
         self._dispatch = dispatch_table(self.handlers)
-        mariadb = is_mariadb_dsn(config.dsn)
-        if mariadb:
-            refuse_async_handlers(self.handlers)
-        bind_outboxes(self.handlers, names, config.schemas, config.emit_messages, mariadb)
+        self.database = consumer_database(config.dsn, names, config.durable_each_commit)
+        on_mariadb = self.database.kind == "MariaDB"
+        bind_outboxes(self.handlers, names, config.schemas, config.emit_messages, on_mariadb)
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self._reload_parked = threading.Event()  # set by the assignment listener
         self._committed_records = 0  # for FaultSwitches.kill_after_records
         self._outages = 0  # batches in a row the database's absence cut short
         self._offsets = OffsetCommits()
-        self.database = consumer_database(config.dsn, names, config.durable_each_commit)
         self.connection = self.database.sessions
         self._names = names
         self._stores = self.database.stores

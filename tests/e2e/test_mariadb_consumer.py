@@ -15,9 +15,18 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from cdcbox import Session, wire
+from cdcbox import AsyncSession, Session, wire
 from cdcbox.cli.main import cli
-from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome, RetryPolicy
+from cdcbox.consumer import (
+    AsyncHandler,
+    Consumer,
+    ConsumerConfig,
+    Event,
+    Handler,
+    Outcome,
+    RetryPolicy,
+)
+from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.signals import RefuseTransition
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent
@@ -39,9 +48,28 @@ EFFECTS_DDL = (
 
 
 def portable_handler(
-    name: str, aggregate_type: str, effects: str, fail: Callable[[Event], bool] | None = None
-) -> Handler:
-    """One handler class for both databases: `conn` is a `Session`, its SQL plain."""
+    name: str,
+    aggregate_type: str,
+    effects: str,
+    fail: Callable[[Event], bool] | None = None,
+    flavour: str = "sync",
+) -> BaseHandler:
+    """One handler class for both databases: `conn` is a `Session` (an `AsyncSession`
+    for the "async" flavour), its SQL plain. Each applied event is a row in `effects`
+    and an answer emitted to the service's own outbox (ANSWER_TYPE)."""
+    insert = (
+        f"INSERT INTO {effects} (consumer_name, event_id, aggregate_id, version) "
+        "VALUES (%s, %s, %s, %s)"
+    )
+
+    def checked(event: Event) -> tuple[tuple[Any, ...], NewEvent]:
+        if fail is not None and fail(event):
+            raise RuntimeError(f"handler refuses {event.event_id}")
+        if event.event_type == "Refused":
+            raise RefuseTransition("not from this state")
+        row = (name, str(event.event_id), event.aggregate_id, event.aggregate_version)
+        answer = NewEvent(aggregate_type + ANSWER_TYPE, event.aggregate_id, "Answered", {})
+        return row, answer
 
     class Recorder(Handler):
         consumer_name = name
@@ -49,17 +77,25 @@ def portable_handler(
         event_types = frozenset({"Created", "Refused"})
 
         def handle(self, event: Event, conn: Session) -> None:
-            if fail is not None and fail(event):
-                raise RuntimeError(f"handler refuses {event.event_id}")
-            if event.event_type == "Refused":
-                raise RefuseTransition("not from this state")
-            conn.execute(
-                f"INSERT INTO {effects} (consumer_name, event_id, aggregate_id, version) "
-                "VALUES (%s, %s, %s, %s)",
-                (name, str(event.event_id), event.aggregate_id, event.aggregate_version),
-            )
+            row, answer = checked(event)
+            conn.execute(insert, row)
+            self.emit(conn, event, answer)
 
-    return Recorder()
+    class AsyncRecorder(AsyncHandler):
+        consumer_name = name
+        aggregate_types = (aggregate_type,)
+        event_types = frozenset({"Created", "Refused"})
+
+        async def handle(self, event: Event, conn: AsyncSession) -> None:
+            row, answer = checked(event)
+            async with conn.transaction():  # a savepoint, on either database
+                await conn.execute(insert, row)
+            await self.emit(conn, event, answer)
+
+    return AsyncRecorder() if flavour == "async" else Recorder()
+
+
+ANSWER_TYPE = "-answer"
 
 
 @dataclass(frozen=True)
@@ -100,7 +136,7 @@ def database(request: pytest.FixtureRequest, stack: Endpoints) -> Database:
 
 @contextmanager
 def consuming(
-    stack: Endpoints, database: Database, handler: Handler, group: str, **options: Any
+    stack: Endpoints, database: Database, handler: BaseHandler, group: str, **options: Any
 ) -> Iterator[Running]:
     config = ConsumerConfig(
         bootstrap_servers=stack.bootstrap_servers,
@@ -114,13 +150,15 @@ def consuming(
         yield running
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
 @pytest.mark.parametrize("batch_mode", [False, True], ids=["per-record", "batch"])
 def test_each_event_applies_once_in_version_order(
-    stack: Endpoints, database: Database, batch_mode: bool
+    stack: Endpoints, database: Database, batch_mode: bool, flavour: str
 ) -> None:
-    """Versions 1-3 of a1 and 1 of a2 apply; a1's version 2 sent again under a new id is
-    stale; a refused transition is recorded for reconciliation. Read again from the start
-    in another group, every event is a duplicate: nothing applies twice."""
+    """Versions 1-3 of a1 and 1 of a2 apply, each emitting one answer; a1's version 2
+    sent again under a new id is stale; a refused transition is recorded for
+    reconciliation. Read again from the start in another group, every event is a
+    duplicate: nothing applies or is emitted twice."""
     aggregate_type, name = unique("order"), unique("c")
     events = [
         NewEvent(aggregate_type, "a1", "Created", {}, aggregate_version=1),
@@ -131,7 +169,7 @@ def test_each_event_applies_once_in_version_order(
         NewEvent(aggregate_type, "a2", "Refused", {}, aggregate_version=2),
     ]
     ids = write(stack.dsn, events)
-    handler = portable_handler(name, aggregate_type, database.effects)
+    handler = portable_handler(name, aggregate_type, database.effects, flavour=flavour)
     with consuming(stack, database, handler, name, batch_mode=batch_mode) as running:
         eventually(lambda: running.stats.total == len(events), what="every event ended")
         counts = {o: running.stats[o] for o in (Outcome.PROCESSED, Outcome.STALE)}
@@ -144,6 +182,8 @@ def test_each_event_applies_once_in_version_order(
         (name,),
     )
     assert reconciled == [(str(ids[5]),)]
+    applied = {str(i) for i in ids[:4]}
+    assert answers(database, aggregate_type) == applied
     again = unique("g")
     with consuming(
         stack, database, handler, again, batch_mode=batch_mode, move_to_group=True
@@ -151,6 +191,18 @@ def test_each_event_applies_once_in_version_order(
         eventually(lambda: running.stats.total == len(events), what="every event again")
         assert running.stats[Outcome.DUPLICATE] == len(events)
     assert database.effects_of(name) == expected
+    assert answers(database, aggregate_type) == applied
+
+
+def answers(database: Database, aggregate_type: str) -> set[str]:
+    """The causation ids of the answers in the consumer's own outbox: one per cause."""
+    rows = database.rows(
+        "SELECT causation_id FROM outbox_event WHERE aggregate_type = %s",
+        (aggregate_type + ANSWER_TYPE,),
+    )
+    causes = [r[0] for r in rows]
+    assert len(causes) == len(set(causes)), causes
+    return set(causes)
 
 
 def test_a_failing_event_is_dead_lettered_parked_and_replayed(

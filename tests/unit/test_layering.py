@@ -146,11 +146,11 @@ def test_the_root_exports_the_api_users_write() -> None:
     from cdcbox.errors import CdcboxError
     from cdcbox.event import Event
     from cdcbox.producer import NewEvent, Outbox, UnitOfWork
-    from cdcbox.session import Session
+    from cdcbox.session import AsyncSession, Session
     from cdcbox.wire import WireFormat
 
     expected = [
-        AsyncHandler, CdcboxError, Consumer, ConsumerConfig, Event, Handler, NewEvent,
+        AsyncHandler, AsyncSession, CdcboxError, Consumer, ConsumerConfig, Event, Handler, NewEvent,
         Outbox, Outcome, RefuseTransition, RetryLater, Session, SkipEvent, UnitOfWork,
         WireFormat,
     ]  # fmt: skip
