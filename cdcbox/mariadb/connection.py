@@ -83,8 +83,7 @@ class MariaDbDsn:
 def connect(dsn: str | MariaDbDsn, *, autocommit: bool = False, timeout_s: int = 10) -> Any:
     """A PyMySQL connection (autocommit off: statements run in a transaction that the
     caller commits). `DatabaseUnavailable`, naming the server, when it does not answer."""
-    import pymysql  # the `mariadb` extra; imported where it is needed
-
+    pymysql = driver()
     parsed = dsn if isinstance(dsn, MariaDbDsn) else MariaDbDsn.parse(dsn)
     options: dict[str, Any] = {}
     if parsed.password is not None:
@@ -106,6 +105,18 @@ def connect(dsn: str | MariaDbDsn, *, autocommit: bool = False, timeout_s: int =
         raise DatabaseUnavailable(
             f"MariaDB at {parsed.describe()} is unreachable: {e.args[-1] if e.args else e}"
         ) from e
+
+
+def driver() -> Any:
+    """PyMySQL (the `mariadb` extra, imported where it is needed), or a `ConfigError`
+    saying how to install it."""
+    try:
+        import pymysql
+    except ImportError as e:
+        raise ConfigError(
+            "a MariaDB DSN needs the PyMySQL driver: pip install 'cdcbox[mariadb]'"
+        ) from e
+    return pymysql
 
 
 def is_outage(error: BaseException) -> bool:

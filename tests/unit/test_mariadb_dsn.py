@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from click.testing import CliRunner
 
@@ -58,3 +60,15 @@ def test_a_postgresql_command_given_a_mariadb_dsn_says_so() -> None:
     assert result.exit_code == 2
     assert "a MariaDB DSN where PostgreSQL is needed" in result.output
     assert "hunter2" not in result.output
+
+
+def test_a_mariadb_dsn_without_the_driver_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pymysql", None)  # what an install without it sees
+    result = CliRunner().invoke(
+        cli, ["--dsn", "mariadb://app:hunter2@127.0.0.1:1/orders", "db", "migrate"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "pip install 'cdcbox[mariadb]'" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "hunter2" not in result.output
