@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from cdcbox.avro import Catalogue
+from cdcbox.mariadb.connection import is_mariadb_dsn
+from cdcbox.mariadb.session import open_session
 from cdcbox.producer.outbox import Outbox
 from cdcbox.resources import resource_dir
 from cdcbox.schema_registry import RegistryConfig, SchemaRegistry
@@ -55,19 +56,28 @@ def place_orders(
     write_orders(ORDERS.dsn(admin_dsn), run, count, 2, schemas, rate)
 
 
-def rows(dsn: str, query: sql.Composed | str, params: tuple[Any, ...]) -> Any:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(query, params).fetchone()
+def rows(dsn: str, query: str, params: tuple[Any, ...]) -> Any:
+    """The first column of the first row of `query` on `dsn` (PostgreSQL or MariaDB)."""
+    if is_mariadb_dsn(dsn):
+        session = open_session(dsn)
+        try:
+            row = session.execute(query, params).fetchone()
+        finally:
+            session.close()
+    else:
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(query, params).fetchone()
     return row[0] if row else None
 
 
-def applied(admin_dsn: str, run: str) -> dict[str, int]:
-    """Each consume-only service's rows for the run's orders, read from its database."""
+def applied(admin_dsn: str, run: str, mariadb_dsn: str | None = None) -> dict[str, int]:
+    """Each consume-only service's rows for the run's orders, read from its database
+    (points' on the MariaDB server of `mariadb_dsn`, as the compose stack runs it)."""
     by_name = {service.name: service for service in FLEET}
-    return {
+    return {  # the table names are plain identifiers: no quoting needed
         name: rows(
-            by_name[name].dsn(admin_dsn),
-            sql.SQL("SELECT count(*) FROM {} WHERE order_id LIKE %s").format(sql.Identifier(table)),
+            by_name[name].dsn(admin_dsn, mariadb_dsn),
+            f"SELECT count(*) FROM {table} WHERE order_id LIKE %s",
             (run + "-%",),
         )
         for name, table in APPLIED_TABLES.items()
@@ -92,13 +102,15 @@ def answered(admin_dsn: str, run: str) -> int:
     )
 
 
-def await_first_hop(admin_dsn: str, run: str, count: int, timeout: float = 240) -> None:
+def await_first_hop(
+    admin_dsn: str, run: str, count: int, timeout: float = 240, mariadb_dsn: str | None = None
+) -> None:
     """Every service applied the run (at least: exactness is the caller's assertion) and
     every order was answered."""
     want = expected(count)
     until(
         lambda: (
-            all(n >= want[name] for name, n in applied(admin_dsn, run).items())
+            all(n >= want[name] for name, n in applied(admin_dsn, run, mariadb_dsn).items())
             and answered(admin_dsn, run) >= count
         ),
         timeout,
@@ -159,11 +171,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=240)
     args = parser.parse_args()
     admin_dsn, run = os.environ["CDCBOX_DSN"], new_run()
+    mariadb_dsn = os.environ.get("CDCBOX_MARIADB_DSN")
     place_orders(admin_dsn, run, args.orders)
-    await_first_hop(admin_dsn, run, args.orders, args.timeout)
+    await_first_hop(admin_dsn, run, args.orders, args.timeout, mariadb_dsn)
     print(f"run {run}: {args.orders} orders written to the orders database")
     print("hop 1, orders → the services in their containers (rows each applied):")
-    for name, count in applied(admin_dsn, run).items():
+    for name, count in applied(admin_dsn, run, mariadb_dsn).items():
         print(f"  {name:<14} {count} (expected {expected(args.orders)[name]})")
     trip = pay_and_read_back(admin_dsn, run, args.orders, args.timeout)
     print(

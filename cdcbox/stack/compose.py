@@ -57,6 +57,7 @@ class ComposeStack:
             "CDCBOX_KAFKA_PORT": str(ports.kafka),
             "CDCBOX_CONNECT_PORT": str(ports.connect),
             "CDCBOX_REGISTRY_PORT": str(ports.registry),
+            "CDCBOX_MARIADB_PORT": str(ports.mariadb),
             "CDCBOX_DATABASE": self.config.database,
             "CDCBOX_CONNECT_EXACTLY_ONCE": self.config.exactly_once,
             **({"CDCBOX_BUILD_BASE": self._build_base} if self._build_base else {}),
@@ -124,6 +125,10 @@ class ComposeStack:
             connect_db_secrets="/run/cdcbox-secrets/connect/debezium.properties",
             debezium_password_file=str(self.secrets.debezium_properties),
             registry_url=f"http://{host}:{ports.registry}{CCOMPAT_PATH}",
+            mariadb_dsn=(
+                f"mariadb://cdcbox@{host}:{ports.mariadb}/{self.config.database}"
+                f"?option_file={self.secrets.mariadb_client_file}"
+            ),
         )
 
     def down(self, purge: bool) -> None:

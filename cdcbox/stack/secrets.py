@@ -36,6 +36,17 @@ class StackSecrets:
     def pgpass(self) -> Path:
         return self.directory / "pgpass"
 
+    @property
+    def mariadb_password_file(self) -> Path:
+        """The compose stack's MariaDB user's password (the native server keeps its own
+        in `mariadb.cnf`, see cdcbox.stack.mariadb)."""
+        return self.directory / "mariadb.password"
+
+    @property
+    def mariadb_client_file(self) -> Path:
+        """A MariaDB client option file holding that password, for DSNs on the host."""
+        return self.directory / "mariadb-compose.cnf"
+
     def ensure(self, host: str, port: int) -> None:
         """Create the passwords once; later calls keep them (the data directory uses them)."""
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -44,6 +55,10 @@ class StackSecrets:
             write_private(self.superuser_password_file, secrets.token_urlsafe(24) + "\n")
         if not self.debezium_properties.exists():
             write_private(self.debezium_properties, f"password={secrets.token_urlsafe(24)}\n")
+        if not self.mariadb_password_file.exists():
+            write_private(self.mariadb_password_file, secrets.token_urlsafe(24) + "\n")
+        mariadb_password = self.mariadb_password_file.read_text().strip()
+        write_private(self.mariadb_client_file, f"[client]\npassword={mariadb_password}\n")
         lines = [
             f"{host}:{port}:*:{SUPERUSER}:{self.superuser_password()}",
             f"{host}:{port}:*:{DbNames().debezium_role}:{self.debezium_password()}",

@@ -18,7 +18,7 @@ COPY schemas /src/schemas
 COPY connectors /src/connectors
 RUN python3 -m venv /opt/cdcbox \
     && /opt/cdcbox/bin/pip wheel --no-deps --wheel-dir /wheels /src \
-    && /opt/cdcbox/bin/pip install "$(ls /wheels/cdcbox-*.whl)[binary,cli]"
+    && /opt/cdcbox/bin/pip install "$(ls /wheels/cdcbox-*.whl)[binary,cli,mariadb]"
 
 FROM debian:bookworm-slim
 RUN apt-get update \

@@ -40,7 +40,7 @@ def crash_mid_stream(
     )
     writer.start()
     eventually(
-        lambda: applied(containers.dsn, run)["notifications"] > 0,
+        lambda: applied(containers.dsn, run, containers.mariadb_dsn)["notifications"] > 0,
         timeout=120,
         what="the first orders of the run applied",
     )
@@ -51,11 +51,11 @@ def crash_mid_stream(
     eventually(
         lambda: restarted(container, restarts), timeout=180, what=f"{service} restarted healthy"
     )
-    await_first_hop(containers.dsn, run, ORDERS_COUNT)
+    await_first_hop(containers.dsn, run, ORDERS_COUNT, mariadb_dsn=containers.mariadb_dsn)
     ledger = notifications_ledger(scenario, containers.dsn, containers.bootstrap_servers, run)
     ledger = dataclasses.replace(ledger, safeguard_off=safeguard_off)
     ledger.record()
-    assert applied(containers.dsn, run) == expected(ORDERS_COUNT)
+    assert applied(containers.dsn, run, containers.mariadb_dsn) == expected(ORDERS_COUNT)
     return ledger
 
 

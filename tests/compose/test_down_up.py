@@ -21,7 +21,7 @@ ORDERS_COUNT = 20
 def test_down_then_up_keeps_every_event(containers: Endpoints) -> None:
     before, in_flight, after = new_run(), new_run(), new_run()
     place_orders(containers.dsn, before, ORDERS_COUNT)
-    await_first_hop(containers.dsn, before, ORDERS_COUNT)
+    await_first_hop(containers.dsn, before, ORDERS_COUNT, mariadb_dsn=containers.mariadb_dsn)
     # Committed just before `down`, not waited for: some still in the WAL or on the topic.
     place_orders(containers.dsn, in_flight, ORDERS_COUNT)
 
@@ -31,8 +31,8 @@ def test_down_then_up_keeps_every_event(containers: Endpoints) -> None:
     assert up.exit_code == 0, up.output
     place_orders(containers.dsn, after, ORDERS_COUNT)
     for run in (before, in_flight, after):
-        await_first_hop(containers.dsn, run, ORDERS_COUNT)
-        assert applied(containers.dsn, run) == expected(ORDERS_COUNT), run
+        await_first_hop(containers.dsn, run, ORDERS_COUNT, mariadb_dsn=containers.mariadb_dsn)
+        assert applied(containers.dsn, run, containers.mariadb_dsn) == expected(ORDERS_COUNT), run
     with psycopg.connect(ORDERS.dsn(containers.dsn)) as conn:
         slots = conn.execute(
             "SELECT count(*) FROM pg_replication_slots WHERE database = 'orders'"

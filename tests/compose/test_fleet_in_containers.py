@@ -42,10 +42,10 @@ def test_the_fleet_in_containers_is_exact_at_every_hop(containers: Endpoints) ->
             (f"{run}-%",),
         ).fetchone()
     assert framed == (ORDERS_COUNT,)
-    await_first_hop(containers.dsn, run, ORDERS_COUNT)
+    await_first_hop(containers.dsn, run, ORDERS_COUNT, mariadb_dsn=containers.mariadb_dsn)
     # Hop 1 (orders → five services, Debezium in the Connect container): each applied
     # each order once; inventory answered each once.
-    assert applied(containers.dsn, run) == expected(ORDERS_COUNT)
+    assert applied(containers.dsn, run, containers.mariadb_dsn) == expected(ORDERS_COUNT)
     trip = pay_and_read_back(containers.dsn, run, ORDERS_COUNT)
     reserved, rejected = trip.answers.get("StockReserved", 0), trip.answers.get("StockRejected", 0)
     assert (reserved + rejected, trip.answered_orders) == (ORDERS_COUNT, ORDERS_COUNT)
@@ -76,8 +76,8 @@ def test_a_service_scaled_to_three_members_shares_its_partitions_exactly(
             admin.close()
         run = new_run()
         place_orders(containers.dsn, run, ORDERS_COUNT)
-        await_first_hop(containers.dsn, run, ORDERS_COUNT)
-        assert applied(containers.dsn, run) == expected(ORDERS_COUNT)
+        await_first_hop(containers.dsn, run, ORDERS_COUNT, mariadb_dsn=containers.mariadb_dsn)
+        assert applied(containers.dsn, run, containers.mariadb_dsn) == expected(ORDERS_COUNT)
     finally:
         back = compose_stack.run_compose(
             "up", "--detach", "--wait", "--scale", "points=1", "points"

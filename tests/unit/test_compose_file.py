@@ -92,6 +92,8 @@ def test_every_healthcheck_runs_something_its_image_contains(resolved: dict[str,
     assert tests["connect"][0] == "CMD-SHELL" and tests["connect"][1].startswith("curl ")
     assert "openjdk-17-jre-headless curl" in (images / "kafka.Dockerfile").read_text()
     assert "ENV PATH=/opt/cdcbox/bin:$PATH" in (images / "cdcbox.Dockerfile").read_text()
+    assert tests["mariadb"][0] == "CMD-SHELL" and "mariadb-admin" in tests["mariadb"][1]
+    assert "mariadb-server" in (images / "mariadb.Dockerfile").read_text()
     consumers = {"inventory", "marketing", "points", "notifications", "search-index"}
     for name in consumers:
         assert tests[name][:2] == ["CMD", "python"]
@@ -113,6 +115,9 @@ def test_state_survives_down_and_secrets_reach_each_reader_as_its_own_user(
     assert "--uid 1000 " in (images / "kafka.Dockerfile").read_text()
     assert "chown -R 10001:10001 /out/cdcbox" in script
     assert "--uid 10001" in (images / "cdcbox.Dockerfile").read_text()
+    assert "chown -R 1002:1002 /out/mariadb" in script
+    assert "--uid 1002 " in (images / "mariadb.Dockerfile").read_text()
+    assert "/var/lib/mysql" in str(services["mariadb"]["volumes"])
     for reader in ("postgres", "connect", "migrate", "inventory"):
         depends = services[reader]["depends_on"]
         assert depends, reader
@@ -158,7 +163,10 @@ def test_compose_runs_the_demo_fleet_a_database_per_service(resolved: dict[str, 
             for s in consuming.values()
             if s["command"][s["command"].index("--group") + 1] == fleet_service.name
         ]
-        assert service["environment"]["CDCBOX_DSN"].endswith(f"/{fleet_service.name}")
+        dsn = service["environment"]["CDCBOX_DSN"].split("?")[0]
+        assert dsn.endswith(f"/{fleet_service.name}")
+        # A portable service runs on MariaDB here, as the fleet runs it given one.
+        assert dsn.startswith("mariadb://" if fleet_service.portable else "postgresql://")
         handlers = {c for c in service["command"] if ":" in c and c.startswith("consumer.")}
         assert handlers == {f"{h.__module__}:{h.__name__}" for h in fleet_service.handlers}
     assert "python -m consumer.fleet" in services["migrate"]["command"][0]
