@@ -43,13 +43,13 @@ class MariaDbSession:
         """False inside `transaction()`: what `MariaDbOutbox.append` checks."""
         return self._depth == 0
 
-    def execute(self, query: Any, params: Any = None) -> _Cursor:
+    def execute(self, query: Any, params: Any = None) -> MariaDbCursor:
         cursor = self.cursor()
         cursor.execute(query, params)
         return cursor
 
-    def cursor(self) -> _Cursor:
-        return _Cursor(self._conn.cursor(), self)
+    def cursor(self) -> MariaDbCursor:
+        return MariaDbCursor(self._conn.cursor(), self)
 
     @contextmanager
     def transaction(self) -> Iterator[MariaDbSession]:
@@ -105,7 +105,7 @@ class MariaDbSession:
             self._conn.close()
 
 
-class _Cursor:
+class MariaDbCursor:
     """A PyMySQL cursor whose errors are translated like the session's."""
 
     def __init__(self, cursor: Any, session: MariaDbSession) -> None:
@@ -120,13 +120,13 @@ class _Cursor:
     def lastrowid(self) -> int | None:
         return self._cursor.lastrowid  # type: ignore[no-any-return]
 
-    def execute(self, query: Any, params: Any = None) -> _Cursor:
+    def execute(self, query: Any, params: Any = None) -> MariaDbCursor:
         if isinstance(query, bytes):
             query = query.decode()
         self._session.call(self._cursor.execute, query, params)
         return self
 
-    def executemany(self, query: str, params: Any) -> _Cursor:
+    def executemany(self, query: str, params: Any) -> MariaDbCursor:
         self._session.call(self._cursor.executemany, query, params)
         return self
 
@@ -139,7 +139,7 @@ class _Cursor:
     def __iter__(self) -> Iterator[Any]:
         return iter(self.fetchall())
 
-    def __enter__(self) -> _Cursor:
+    def __enter__(self) -> MariaDbCursor:
         return self
 
     def __exit__(self, *exc: object) -> None:
