@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -23,6 +23,9 @@ from cdcbox.stack.endpoints import Endpoints
 from cdcbox.testing import session_stack
 from cdcbox.testing.session import external_stack
 from tests.helpers import unavailable
+
+if TYPE_CHECKING:
+    from cdcbox.mariadb.session import MariaDbSession
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,3 +130,13 @@ def connect_client(stack: Endpoints) -> ConnectClient:
 def mariadb_dsn(cdcbox_mariadb: str) -> str:
     """The DSN of a migrated MariaDB database (the native stack's, or CDCBOX_MARIADB_DSN)."""
     return cdcbox_mariadb
+
+
+@pytest.fixture
+def mariadb(mariadb_dsn: str) -> Iterator[MariaDbSession]:
+    """An autocommit `MariaDbSession` on that database, closed after the test."""
+    from cdcbox.mariadb.session import open_session
+
+    session = open_session(mariadb_dsn)
+    yield session
+    session.close()

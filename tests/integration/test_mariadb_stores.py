@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -23,13 +22,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def names(mariadb_dsn: str) -> DbNames:
     return mariadb_names(mariadb_dsn)
-
-
-@pytest.fixture
-def conn(mariadb_dsn: str) -> Iterator[MariaDbSession]:
-    session = open_session(mariadb_dsn)
-    yield session
-    session.close()
 
 
 def event(aggregate_id: str = "a1", version: int | None = 1, offset: int = 0) -> Event:
@@ -50,102 +42,104 @@ def event(aggregate_id: str = "a1", version: int | None = 1, offset: int = 0) ->
     )
 
 
-def status(conn: MariaDbSession, names: DbNames, e: Event, consumer: str) -> tuple[str, int]:
-    row = conn.execute(
+def status(mariadb: MariaDbSession, names: DbNames, e: Event, consumer: str) -> tuple[str, int]:
+    row = mariadb.execute(
         f"SELECT status, retry_count FROM {names.inbox} WHERE event_id = %s AND consumer_name = %s",
         (str(e.event_id), consumer),
     ).fetchone()
     return row[0], row[1]
 
 
-def test_the_claim_tells_new_duplicate_and_reclaimed(conn: MariaDbSession, names: DbNames) -> None:
+def test_the_claim_tells_new_duplicate_and_reclaimed(
+    mariadb: MariaDbSession, names: DbNames
+) -> None:
     inbox, c, e = MariaDbInbox(names), unique("c"), event()
-    with conn.transaction():
-        assert inbox.claim(conn, e, c) == "new"
-    with conn.transaction():
-        assert inbox.claim(conn, e, c) is None  # PROCESSED: a duplicate
+    with mariadb.transaction():
+        assert inbox.claim(mariadb, e, c) == "new"
+    with mariadb.transaction():
+        assert inbox.claim(mariadb, e, c) is None  # PROCESSED: a duplicate
     failed = event("a2")
-    with conn.transaction():
-        inbox.record_failure(conn, failed, c, 3, "boom")
-    assert status(conn, names, failed, c) == ("FAILED", 3)
-    with conn.transaction():
-        assert inbox.claim(conn, failed, c) == "reclaimed"
-    assert status(conn, names, failed, c) == ("PROCESSED", 4)
-    with conn.transaction():
-        inbox.record_failure(conn, failed, c, 2, "late")  # a finished row stays finished
-    assert status(conn, names, failed, c) == ("PROCESSED", 4)
+    with mariadb.transaction():
+        inbox.record_failure(mariadb, failed, c, 3, "boom")
+    assert status(mariadb, names, failed, c) == ("FAILED", 3)
+    with mariadb.transaction():
+        assert inbox.claim(mariadb, failed, c) == "reclaimed"
+    assert status(mariadb, names, failed, c) == ("PROCESSED", 4)
+    with mariadb.transaction():
+        inbox.record_failure(mariadb, failed, c, 2, "late")  # a finished row stays finished
+    assert status(mariadb, names, failed, c) == ("PROCESSED", 4)
 
 
-def test_a_claim_rolled_back_leaves_no_row(conn: MariaDbSession, names: DbNames) -> None:
+def test_a_claim_rolled_back_leaves_no_row(mariadb: MariaDbSession, names: DbNames) -> None:
     inbox, c, e = MariaDbInbox(names), unique("c"), event()
 
     def claim_then_fail() -> None:
-        with conn.transaction():
-            assert inbox.claim(conn, e, c) == "new"
+        with mariadb.transaction():
+            assert inbox.claim(mariadb, e, c) == "new"
             raise RuntimeError("the handler failed")
 
     with pytest.raises(RuntimeError):
         claim_then_fail()
-    with conn.transaction():
-        assert inbox.claim(conn, e, c) == "new"
+    with mariadb.transaction():
+        assert inbox.claim(mariadb, e, c) == "new"
 
 
 def test_a_batch_claims_the_new_and_the_failed_and_marks_them(
-    conn: MariaDbSession, names: DbNames
+    mariadb: MariaDbSession, names: DbNames
 ) -> None:
     inbox, c = MariaDbInbox(names), unique("c")
     done, failed, fresh = event("a1"), event("a2"), event("a3")
-    with conn.transaction():
-        inbox.claim(conn, done, c)
-        inbox.record_failure(conn, failed, c, 1, "boom")
-    with conn.transaction():
-        claimed = inbox.claim_many(conn, [(done, c), (failed, c), (fresh, c)], processed=False)
+    with mariadb.transaction():
+        inbox.claim(mariadb, done, c)
+        inbox.record_failure(mariadb, failed, c, 1, "boom")
+    with mariadb.transaction():
+        claimed = inbox.claim_many(mariadb, [(done, c), (failed, c), (fresh, c)], processed=False)
         assert claimed == {(failed.event_id, c): "reclaimed", (fresh.event_id, c): "new"}
-        assert status(conn, names, fresh, c)[0] == "RECEIVED"
-        inbox.finish_many(conn, [(failed, c, "PROCESSED", None), (fresh, c, "SKIPPED", "stale")])
-    assert status(conn, names, failed, c) == ("PROCESSED", 2)
-    assert status(conn, names, fresh, c) == ("SKIPPED", 0)
+        assert status(mariadb, names, fresh, c)[0] == "RECEIVED"
+        inbox.finish_many(mariadb, [(failed, c, "PROCESSED", None), (fresh, c, "SKIPPED", "stale")])
+    assert status(mariadb, names, failed, c) == ("PROCESSED", 2)
+    assert status(mariadb, names, fresh, c) == ("SKIPPED", 0)
 
 
-def test_the_version_only_moves_forward(conn: MariaDbSession, names: DbNames) -> None:
+def test_the_version_only_moves_forward(mariadb: MariaDbSession, names: DbNames) -> None:
     inbox, versions, c = MariaDbInbox(names), MariaDbVersions(names), unique("c")
     both = MariaDbClaimAndAdvance(inbox, versions)
-    with conn.transaction():
-        claim, first = both.run(conn, event(version=1), c)
+    with mariadb.transaction():
+        claim, first = both.run(mariadb, event(version=1), c)
     assert claim == "new" and (first.applied, first.previous) == (True, None)
-    with conn.transaction():
-        _, third = both.run(conn, event(version=3), c)
+    with mariadb.transaction():
+        _, third = both.run(mariadb, event(version=3), c)
     assert (third.applied, third.previous, third.gap_before(3)) == (True, 1, True)
     for stale_version in (3, 2):
-        with conn.transaction():
-            _, stale = both.run(conn, event(version=stale_version), c)
+        with mariadb.transaction():
+            _, stale = both.run(mariadb, event(version=stale_version), c)
         assert (stale.applied, stale.previous) == (False, 3)
     again = event(version=9)
-    with conn.transaction():
-        both.run(conn, again, c)
-    with conn.transaction():
-        claim, untouched = both.run(conn, again, c)  # a duplicate moves nothing
+    with mariadb.transaction():
+        both.run(mariadb, again, c)
+    with mariadb.transaction():
+        claim, untouched = both.run(mariadb, again, c)  # a duplicate moves nothing
     assert claim is None and not untouched.applied
 
 
 def test_a_batch_notices_a_version_row_inserted_meanwhile(
-    mariadb_dsn: str, conn: MariaDbSession, names: DbNames
+    mariadb_dsn: str, mariadb: MariaDbSession, names: DbNames
 ) -> None:
     """The batch judged a1 new (no row); another transaction inserts a1 first: the
     batch's upsert moves it instead of inserting it, and says so."""
     versions, c = MariaDbVersions(names), unique("c")
     key = (c, "order", "a1")
-    with conn.transaction():
-        current = versions.lock_many(conn, {key, (c, "order", "a2")})
+    with mariadb.transaction():
+        current = versions.lock_many(mariadb, {key, (c, "order", "a2")})
         assert current == {}
         other = threading.Thread(target=insert_version, args=(mariadb_dsn, names, key, 1))
         other.start()
         other.join(timeout=30)
-        assert not versions.advance_many(conn, {key: 2}, current)
-    with conn.transaction():
-        current = versions.lock_many(conn, {key})
+        assert not versions.advance_many(mariadb, {key: 2}, current)
+    with mariadb.transaction():
+        current = versions.lock_many(mariadb, {key})
         assert current == {key: 2}
-        assert versions.advance_many(conn, {key: 3}, current)
+        assert versions.advance_many(mariadb, {key: 3}, current)
 
 
 def insert_version(dsn: str, names: DbNames, key: tuple[str, str, str], version: int) -> None:
