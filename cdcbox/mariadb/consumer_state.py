@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from cdcbox.event import Event
-from cdcbox.mariadb.inbox import placeholders
+from cdcbox.mariadb.inbox import aggregate_id_text, placeholders
 from cdcbox.names import DbNames
 from cdcbox.session import Session
 from cdcbox.stores.group_binding import names_to_move
@@ -50,7 +50,7 @@ class MariaDbParking(ParkedCache):
                 "WHERE consumer_name IN %s",
                 (tuple(consumers),),
             ).fetchall()
-            return {(c, t, _text(a)) for c, t, a in rows}
+            return {(c, t, aggregate_id_text(a)) for c, t, a in rows}
 
         self._reload(keys)
 
@@ -92,7 +92,7 @@ class MariaDbParking(ParkedCache):
             "SELECT consumer_name, aggregate_type, aggregate_id, event_id, reason, parked_at "
             f"FROM {self.table} ORDER BY parked_at"
         ).fetchall()
-        return [(c, t, _text(a), uuid.UUID(e), r, at) for c, t, a, e, r, at in rows]
+        return [(c, t, aggregate_id_text(a), uuid.UUID(e), r, at) for c, t, a, e, r, at in rows]
 
 
 class MariaDbReconciliation:
@@ -213,7 +213,3 @@ class MariaDbBreakerState:
             (round(window_s * 1e6), consumer),
         ).fetchone()
         return row[0] if row else None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

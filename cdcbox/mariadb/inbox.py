@@ -190,7 +190,7 @@ class MariaDbVersions:
             f"({placeholders(len(keys), 3)}) ORDER BY 1, 2, 3 FOR UPDATE",
             [v for k in sorted(keys) for v in k],
         ).fetchall()
-        return {(c, t, _text(a)): int(n) for c, t, a, n in rows}
+        return {(c, t, aggregate_id_text(a)): int(n) for c, t, a, n in rows}
 
     def advance_many(
         self, conn: Session, versions: dict[VersionKey, int], current: dict[VersionKey, int]
@@ -252,6 +252,6 @@ def _reclaim(table: str, rows: int, processed: bool) -> str:
     )
 
 
-def _text(value: bytes | str) -> str:
+def aggregate_id_text(value: bytes | str) -> str:
     """An aggregate id as stored (VARBINARY) back to text."""
     return value.decode() if isinstance(value, bytes) else value
