@@ -88,7 +88,10 @@ def inbox_purge(
             )
             if topic_retention
             else retention.inbox_floor(
-                s.kafka(), retry, repair, retention.inbox_topics(conn, s.kafka(), s.names)
+                s.kafka(),
+                retry,
+                repair,
+                retention.inbox_topics(conn, s.kafka(), db.stores.bindings),
             )
         )
 

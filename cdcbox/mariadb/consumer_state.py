@@ -125,6 +125,10 @@ class MariaDbGroupBinding:
     def __init__(self, names: DbNames = DbNames()) -> None:
         self.table = names.bindings
 
+    def groups(self, conn: Session) -> list[str]:
+        rows = conn.execute(f"SELECT DISTINCT group_id FROM {self.table} ORDER BY 1")
+        return [group for (group,) in rows.fetchall()]
+
     def bind(
         self, conn: Session, consumer_names: Sequence[str], group_id: str, move: bool = False
     ) -> None:

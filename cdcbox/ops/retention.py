@@ -25,8 +25,8 @@ from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
 from cdcbox.session import Session
+from cdcbox.stores.protocols import BindingStore
 
-_GROUPS = "SELECT DISTINCT group_id FROM {} ORDER BY 1"
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -217,11 +217,11 @@ def inbox_floor(
     return InboxFloor(found.duration, retry_window, repair_window, found.reason)
 
 
-def inbox_topics(conn: Session, kafka: KafkaSettings, names: DbNames = DbNames()) -> list[str]:
+def inbox_topics(conn: Session, kafka: KafkaSettings, bindings: BindingStore) -> list[str]:
     """The topics the consumers of this inbox read, whatever their names: those their
     consumer groups (bound to their names at start) have committed offsets on."""
     with conn.transaction():
-        groups = [row[0] for row in conn.execute(_on(conn, _GROUPS, names, "bindings")).fetchall()]
+        groups = bindings.groups(conn)
     with Admin(kafka) as admin:
         return sorted({tp.topic for group in groups for tp in admin.group_offsets(group)})
 

@@ -117,6 +117,10 @@ class BindingStore(Protocol):
         self, conn: Session, consumer_names: Sequence[str], group_id: str, move: bool = False
     ) -> None: ...
 
+    def groups(self, conn: Session) -> list[str]:
+        """Every group a consumer name of these tables is bound to."""
+        ...
+
 
 class BreakerStore(Protocol):
     """The circuit breaker's shared state (see `cdcbox.stores.breaker_state`)."""
