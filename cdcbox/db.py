@@ -206,7 +206,7 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
             pipeline._enqueue_sync()
             yield
     except BaseException:
-        _end_failed_pipeline(conn)
+        end_failed_pipeline(conn)
         raise
 
 
@@ -214,7 +214,7 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
 def pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """`conn.pipeline()` inside the caller's transaction; leaving it waits for every queued
     result, so a failed statement raises at the latest there. A connection a failure left
-    unusable (see `_end_failed_pipeline`) is closed, for `Reconnecting` to replace."""
+    unusable (see `end_failed_pipeline`) is closed, for `Reconnecting` to replace."""
     try:
         with conn.pipeline():
             yield
@@ -223,7 +223,7 @@ def pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
-def _end_failed_pipeline(conn: psycopg.Connection[Any]) -> None:
+def end_failed_pipeline(conn: psycopg.Connection[Any]) -> None:
     """After a pipelined transaction failed: roll it back, or close the connection when
     it cannot be trusted. A session terminated while a pipeline awaited its results can
     leave libpq in pipeline mode on a connection psycopg does not call broken; every

@@ -20,6 +20,7 @@ one counted `Outcome`; the Kafka offset is the runner's business, after all of t
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.batch import BatchTransaction
 from cdcbox.consumer.steps.dead_letter import DeadLetterStep
 from cdcbox.consumer.steps.guard import GuardStep
+from cdcbox.consumer.steps.in_flight import EarlierCommitFailed, InFlight, Overlap
 from cdcbox.consumer.steps.park_gate import ParkGate
 from cdcbox.consumer.steps.retry import RetryStep
 from cdcbox.consumer.steps.route import (
@@ -50,6 +52,9 @@ from cdcbox.event import Event
 from cdcbox.kafka.dlq import DeadLetterPublisher
 from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
+
+log = logging.getLogger("cdcbox.consumer")
+Routing = list[Routed | Undecodable | Unreadable] | Unroutable  # what `Router.route` found
 
 
 class RecordPipeline:
@@ -76,6 +81,7 @@ class RecordPipeline:
             GuardStep(stores.versions, config.gap_policy),
             stats,
             dedupe=not config.fault_switches.no_inbox_dedupe,
+            in_flight=Overlap(self._confirmed),
         )
         self.dead_letter = DeadLetterStep(
             dead_letters, stores, config.park_aggregates, config.group_id, config.kafka
@@ -85,6 +91,8 @@ class RecordPipeline:
             self.transaction, config.retry, breaker, stats, sleep, self._replay_tripped
         )
         self.batch = BatchTransaction(stores, self.transaction)
+        self._ended: Callable[[ConsumedRecord], None] = _ignore
+        self._unended: list[ConsumedRecord] = []  # processed, a COMMIT still in flight
         self._consumers_of_topic: dict[str, list[str]] = {}
         for handler in {id(h): h for hs in handlers.values() for h in hs}.values():
             for topic in handler.subscribed_topics():
@@ -94,14 +102,89 @@ class RecordPipeline:
 
     def process(self, connection: ConnectionSource, record: ConsumedRecord) -> None:
         """One record, one transaction per handler taking it (and their retries)."""
-        self._process_decoded(connection, self.router.decode(record))
+        self.process_records(connection, [record], _ignore)
 
-    def _process_decoded(self, connection: ConnectionSource, decoded: Decoded | Unroutable) -> None:
-        passing, unhandled = self._route(connection, decoded)
+    def process_records(
+        self,
+        connection: ConnectionSource,
+        records: Sequence[ConsumedRecord],
+        ended: Callable[[ConsumedRecord], None],
+    ) -> None:
+        """Records of one partition in order, each as `process` does, a record's COMMIT
+        in flight while the next one's transaction begins (`steps.in_flight`).
+        `ended(record)` is called in order once every transaction of the record has
+        answered: only then may its offset be committed."""
+        self._ended = ended
+        in_flight = self.transaction.in_flight
+        try:
+            for record in records:
+                self._process_decoded(connection, self.router.decode(record), overlap=True)
+                self._unended.append(record)
+                if in_flight.pending is None:
+                    self._end_records()
+            self._settle(connection)
+        except BaseException:
+            in_flight.abandon()  # not ended: those records come back
+            raise
+        finally:
+            self._unended.clear()
+            self._ended = _ignore
+
+    def _process_decoded(
+        self, connection: ConnectionSource, decoded: Decoded | Unroutable, overlap: bool = False
+    ) -> None:
+        routing = decoded if isinstance(decoded, Unroutable) else self.router.route(decoded)
+        if not (overlap and self._routed_alone(decoded, routing)):
+            self._settle(connection)  # what follows uses the database, or its decisions may
+        passing, unhandled = self._route(connection, decoded, routing)
         if unhandled is not None:
             self.transaction.consume_unhandled(connection(), *unhandled)
         for routed in passing:
-            self._apply_one(connection, routed)
+            self._apply_one(connection, routed, overlap)
+
+    def _routed_alone(self, decoded: Decoded | Unroutable, routing: Routing) -> bool:
+        """True when routing the record needs no statement and no earlier record's end:
+        every handler of its topic takes it, none is parked (known without asking), it
+        is no replayed copy. Such a record's transaction may begin while the earlier
+        COMMIT is in flight; anything else waits for that COMMIT first."""
+        if isinstance(decoded, Unroutable) or isinstance(routing, Unroutable) or decoded.replay:
+            return False
+        taken_by: set[str] = set()
+        for r in routing:
+            if not isinstance(r, Routed) or self.park_gate.might_hold(r.parked_key):
+                return False
+            taken_by.add(r.consumer)
+        return taken_by.issuperset(self._consumers_of_topic.get(decoded.record.topic, []))
+
+    def _settle(self, connection: ConnectionSource) -> None:
+        """Wait for the COMMIT in flight; a record whose COMMIT failed is redone now."""
+        try:
+            self.transaction.in_flight.settle()
+        except EarlierCommitFailed as failed:
+            self._redo(connection, failed)
+        self._end_records()
+
+    def _redo(self, connection: ConnectionSource, failed: EarlierCommitFailed) -> None:
+        """The record whose COMMIT failed in flight, on its own (nothing after it ran)."""
+        log.warning("%s; redoing it before the records after it", failed)
+        self.transaction.failed_in_flight(failed)
+        self._apply_one(connection, failed.pending.routed)
+        self._end_records()
+
+    def _confirmed(self, pending: InFlight) -> None:
+        """An overlapped transaction's COMMIT answered: it ends as it was applied."""
+        routed, outcome = pending.routed, pending.outcome
+        if outcome is Outcome.PROCESSED:
+            seconds = time.perf_counter() - pending.started
+            self.stats.handled(routed.consumer, routed.event.occurred_at, seconds)
+        self.stats.count(outcome, routed.consumer)
+        self._end_records()
+
+    def _end_records(self) -> None:
+        """The records processed so far have ended (nothing of theirs is in flight)."""
+        unended, self._unended = self._unended, []
+        for record in unended:
+            self._ended(record)
 
     def process_batch(
         self, connection: ConnectionSource, records: Sequence[ConsumedRecord]
@@ -118,8 +201,10 @@ class RecordPipeline:
                 self._process_decoded(connection, one)
             return
         pending: list[Routed] = []
+        self._settle(connection)
         for one in decoded:
-            passing, unhandled = self._route(connection, one)
+            routing = one if isinstance(one, Unroutable) else self.router.route(one)
+            passing, unhandled = self._route(connection, one, routing)
             if unhandled is not None:
                 event, consumers = unhandled
                 if any(r.parked_key in _keys(event, consumers) for r in pending):
@@ -157,15 +242,15 @@ class RecordPipeline:
                 self._apply_one(connection, r)
 
     def _route(
-        self, connection: ConnectionSource, decoded: Decoded | Unroutable
+        self, connection: ConnectionSource, decoded: Decoded | Unroutable, routed: Routing
     ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
-        """Route and park gate; what ends there is counted there. Returns the records to
-        apply, and the consumers of the record's topic that take none of it and only need
-        its version consumed (the caller does that, in order with the records to apply)."""
+        """The park gate after routing; what ends there is counted there. Returns the
+        records to apply, and the consumers of the record's topic that take none of it
+        and only need its version consumed (the caller does that, in order with the
+        records to apply)."""
         if isinstance(decoded, Unroutable):
             self._end(decoded)
             return [], None
-        routed = self.router.route(decoded)
         if isinstance(routed, Unroutable):
             self._end(routed)
             if routed.error is not None or routed.event is None:
@@ -234,23 +319,43 @@ class RecordPipeline:
         owned = self._owned_partitions() if self._owned_partitions else None
         self.dead_letter.replay_since(connection, consumer, since, owned)
 
-    def _apply_one(self, connection: ConnectionSource, routed: Routed) -> None:
+    def _apply_one(
+        self, connection: ConnectionSource, routed: Routed, overlap: bool = False
+    ) -> None:
         """Retry around the transaction, then dead letter, in the record's span
-        (`cdcbox.telemetry.tracing`)."""
+        (`cdcbox.telemetry.tracing`). `overlap`: its COMMIT may be left in flight (its
+        outcome is then counted when it answers). Should the COMMIT in flight before it
+        turn out to have failed, that record is redone first and this one goes through
+        the park gate again: the earlier one may have parked its aggregate."""
         event, record = routed.event, routed.record
-        with tracing.consumer_span(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            event_id=event.id_text,
-            key=event.aggregate_id,
-            group=self.group_id,
-            consumer=routed.consumer,
-            traceparent=event.trace_id,
-        ) as span:
-            outcome = self.retry.run(connection, routed, self.dead_letter.give_up)
-            span.ended(outcome.value)
-        self.stats.count(outcome, routed.consumer)
+        while True:
+            with tracing.consumer_span(
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                event_id=event.id_text,
+                key=event.aggregate_id,
+                group=self.group_id,
+                consumer=routed.consumer,
+                traceparent=event.trace_id,
+            ) as span:
+                overlap = overlap and not self.retry.breaker.is_open(routed.consumer)
+                try:
+                    outcome = self.retry.run(connection, routed, self.dead_letter.give_up, overlap)
+                except EarlierCommitFailed as e:
+                    failed: EarlierCommitFailed | None = e
+                else:
+                    failed = None
+                    span.ended(outcome.value)
+            if failed is None:
+                break
+            self._redo(connection, failed)
+            if self.park_gate.holds(connection, routed):
+                self.stats.count(Outcome.PARKED, routed.consumer)
+                return
+        pending = self.transaction.in_flight.pending
+        if pending is None or pending.routed is not routed:
+            self.stats.count(outcome, routed.consumer)
 
     def _distinct(self, routed: list[Routed]) -> list[Routed]:
         """The same event twice in one batch: the second is a counted duplicate."""
@@ -264,6 +369,10 @@ class RecordPipeline:
                 seen.add(key)
                 unique.append(r)
         return unique
+
+
+def _ignore(record: ConsumedRecord) -> None:
+    """`ended` for callers that commit no offsets."""
 
 
 def _event(r: Routed | Undecodable | Unreadable) -> Event | None:

@@ -248,11 +248,13 @@ class Consumer:
                     self._committed_records += len(records)
                     switches.committed(self._committed_records)
                 else:
-                    for record in records:
-                        pipeline.process(self.connection, record)
+
+                    def ended(record: Any, tp: TopicPartition = tp) -> None:
                         done[tp] = record.offset + 1
                         self._committed_records += 1
                         switches.committed(self._committed_records)
+
+                    pipeline.process_records(self.connection, records, ended)
             except DeadLetterError as e:
                 # Neither applied nor dead-lettered: commit what ended, come back to the rest.
                 log.error("%s; will retry from there", e)

@@ -12,7 +12,7 @@ from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
-from cdcbox.session import Session
+from cdcbox.session import Rows, Session
 from cdcbox.stores.inbox import Inbox, claim_row
 from cdcbox.stores.protocols import Claim
 from cdcbox.stores.version_guard import GuardResult
@@ -42,11 +42,19 @@ class ClaimAndAdvance:
 
     def run(self, conn: Session, event: Event, consumer: str) -> tuple[Claim | None, GuardResult]:
         """The claim (None: a duplicate) and, when claimed, the guard's verdict."""
+        return self.read(self.send(conn, event, consumer))
+
+    def send(self, conn: Session, event: Event, consumer: str) -> Rows:
+        """The statement sent; its answer is read by `read` (pipelined, after a wait)."""
         assert event.aggregate_version is not None
         key = (consumer, event.aggregate_type, event.aggregate_id)
-        row = conn.execute(
+        return conn.execute(
             self._statement, (*claim_row(event, consumer), *key, *key, event.aggregate_version)
-        ).fetchone()
+        )
+
+    @staticmethod
+    def read(rows: Rows) -> tuple[Claim | None, GuardResult]:
+        row = rows.fetchone()
         assert row is not None
         claim: Claim | None = None if row[0] is None else "new" if row[0] else "reclaimed"
         return claim, GuardResult(applied=bool(row[2]), previous=row[1])

@@ -20,6 +20,7 @@ from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import RetryPolicy
 from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
+from cdcbox.consumer.steps.in_flight import CommitInDoubt, EarlierCommitFailed
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
 from cdcbox.db import ConnectionSource, is_outage
@@ -52,14 +53,19 @@ class RetryStep:
         self.sleep = sleep
         self.on_closed = on_closed
 
-    def run(self, connection: ConnectionSource, routed: Routed, give_up: GiveUp) -> Outcome:
-        """Apply the record until it ends; `give_up` dead-letters it after the last try."""
+    def run(
+        self, connection: ConnectionSource, routed: Routed, give_up: GiveUp, overlap: bool = False
+    ) -> Outcome:
+        """Apply the record until it ends; `give_up` dead-letters it after the last try.
+        `overlap`: its first try may leave its COMMIT in flight (`steps.in_flight`)."""
         attempt = outage = 0
         while True:
             try:
-                outcome = self._apply(connection, routed)
-            except SessionChanged:
-                raise  # the runner redoes the batch: nothing of this record committed
+                outcome = self._apply(connection, routed, overlap and attempt == outage == 0)
+            except (SessionChanged, EarlierCommitFailed, CommitInDoubt):
+                # Nothing of this record ran: the batch again from its start (a new
+                # session), from the earlier record, or from the last record that ended.
+                raise
             except Exception as e:
                 if is_service_outage(e):
                     outage += 1
@@ -79,9 +85,9 @@ class RetryStep:
             self._succeeded(connection, routed)
             return outcome
 
-    def _apply(self, connection: ConnectionSource, routed: Routed) -> Outcome:
+    def _apply(self, connection: ConnectionSource, routed: Routed, overlap: bool) -> Outcome:
         try:
-            return self.transaction.apply(connection(), routed)
+            return self.transaction.apply(connection(), routed, overlap)
         except (SkipEvent, RefuseTransition) as signal:
             return self.transaction.record_signal(connection(), routed, signal)
 

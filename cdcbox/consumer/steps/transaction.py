@@ -7,7 +7,8 @@ survives if the handler's change commits with it. The transaction is pipelined (
 When a pipelined attempt fails in the database, the record is redone at once without a
 pipeline, so a handler meets a failed statement where it sent it; a handler whose
 records fail only pipelined (COPY, server-side cursors, several statements in one
-string) is not pipelined again. A
+string) is not pipelined again. Asked to overlap (`in_flight`), a versioned record's
+COMMIT is left in flight for the next record's wait to bring back. A
 handler's `SkipEvent` or `RefuseTransition` rolls its writes back; `record_signal` then
 records why in a transaction of its own.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -23,12 +25,15 @@ import psycopg
 from cdcbox.consumer.signals import HandlerSignal, RefuseTransition
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.guard import GuardStep
+from cdcbox.consumer.steps.in_flight import EarlierCommitFailed, Overlap, refusing_commit
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import is_outage, pipelined_transaction
 from cdcbox.event import Event
 from cdcbox.session import Session
+from cdcbox.stores.claim_guard import ClaimAndAdvance
 from cdcbox.stores.protocols import Claim
+from cdcbox.stores.version_guard import GuardResult
 
 log = logging.getLogger("cdcbox.consumer")
 
@@ -40,46 +45,114 @@ class RecordTransaction:
     together or not at all."""
 
     def __init__(
-        self, stores: Stores, guard: GuardStep, stats: ConsumerStats, dedupe: bool = True
+        self,
+        stores: Stores,
+        guard: GuardStep,
+        stats: ConsumerStats,
+        dedupe: bool = True,
+        in_flight: Overlap | None = None,
     ) -> None:
         self.stores = stores
         self.guard = guard
         self.stats = stats
         self.dedupe = dedupe  # False only for the fault suite (FaultSwitches)
         self.unpipelined: set[str] = set()  # consumers whose records failed only pipelined
+        # Where an overlapped record's COMMIT waits for its answer; its owner counts it.
+        self.in_flight = in_flight or Overlap(confirmed=lambda pending: None)
+        self._failed_in_flight: EarlierCommitFailed | None = None
 
-    def apply(self, conn: Session, routed: Routed) -> Outcome:
+    def apply(self, conn: Session, routed: Routed, overlap: bool = False) -> Outcome:
         """Claim, guard, handle and mark in one transaction; any exception rolls it back.
         Claim and guard are one statement: BEGIN with claim + guard, the handler's
         statements, COMMIT: two round trips pipelined (see
-        `cdcbox.db.pipelined_transaction`), four otherwise."""
+        `cdcbox.db.pipelined_transaction`), four otherwise; overlapped, one, and the
+        COMMIT is left in flight (`self.in_flight.pending`: its outcome is counted when
+        it answers)."""
         started = time.perf_counter()
         pipelined = routed.handler.pipelined
         if pipelined is None and routed.consumer in self.unpipelined:
             pipelined = False
-        if pipelined is False or not isinstance(conn, psycopg.Connection):  # MariaDB: none
-            with conn.transaction():
-                outcome = self._claim_and_apply(conn, routed)
-        elif pipelined:
-            with pipelined_transaction(conn):
-                outcome = self._claim_and_apply(conn, routed)
+        late = self._failed_in_flight
+        if late is not None and late.pending.routed is routed:
+            # Failed in flight: like any record that fails pipelined, redone at once
+            # without the pipeline (a handler that asked for the pipeline: in it again).
+            self._failed_in_flight = None
+            self.in_flight.settle()
+            assert isinstance(conn, psycopg.Connection)  # only psycopg's overlap
+            if pipelined is None:
+                outcome = self._redone(conn, routed, late.cause)
+            else:
+                outcome = self._in_pipelined_transaction(conn, routed)
+        elif overlap and pipelined is not False and self._overlappable(conn, routed):
+            assert isinstance(conn, psycopg.Connection)
+            outcome = self._pipelined_or_redone(conn, routed, self._overlapped, pipelined is None)
+            if self.in_flight.pending is not None:
+                return outcome  # counted once its COMMIT answers
         else:
-            outcome = self._pipelined_or_redone(conn, routed)
+            self.in_flight.settle()  # nothing may follow a COMMIT in flight but its own
+            if pipelined is False or not isinstance(conn, psycopg.Connection):  # MariaDB
+                with conn.transaction():
+                    outcome = self._claim_and_apply(conn, routed)
+            elif pipelined:
+                with pipelined_transaction(conn):
+                    outcome = self._claim_and_apply(conn, routed)
+            else:
+                outcome = self._pipelined_or_redone(conn, routed, self._in_pipelined_transaction)
         if outcome is Outcome.PROCESSED:
             self.stats.handled(
                 routed.consumer, routed.event.occurred_at, time.perf_counter() - started
             )
         return outcome
 
-    def _pipelined_or_redone(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
-        """Pipelined; after a failure in the database, once more without the pipeline."""
+    def _overlappable(self, conn: Session, routed: Routed) -> bool:
+        return (
+            isinstance(conn, psycopg.Connection)
+            and isinstance(self.stores.claim_and_advance, ClaimAndAdvance)
+            and routed.event.aggregate_version is not None
+            and self.dedupe
+        )
+
+    def _in_pipelined_transaction(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+        with pipelined_transaction(conn):
+            return self._claim_and_apply(conn, routed)
+
+    def _overlapped(self, conn: psycopg.Connection[Any], routed: Routed) -> Outcome:
+        """BEGIN and the claim sent after the COMMIT in flight, one wait for both; the
+        handler's statements and this COMMIT left in flight (`in_flight`)."""
+        event, name = routed.event, routed.consumer
+        started = time.perf_counter()
+        store = self.stores.claim_and_advance
+        assert isinstance(store, ClaimAndAdvance)
+        rows = self.in_flight.begin(conn, lambda: store.send(conn, event, name))
         try:
-            with pipelined_transaction(conn):
-                return self._claim_and_apply(conn, routed)
+            claim, advanced = store.read(rows)
+            with refusing_commit(conn):
+                outcome = self._judged(conn, routed, claim, advanced)
+            self.in_flight.commit(conn, routed, outcome, started)
+        except BaseException:
+            self.in_flight.abort()
+            raise
+        return outcome
+
+    def _pipelined_or_redone(
+        self,
+        conn: psycopg.Connection[Any],
+        routed: Routed,
+        attempt: Callable[[psycopg.Connection[Any], Routed], Outcome],
+        redo: bool = True,
+    ) -> Outcome:
+        """Pipelined; after a failure in the database, once more without the pipeline
+        (unless `redo` is off: a handler that asked for the pipeline)."""
+        try:
+            return attempt(conn, routed)
         except (psycopg.Error, AssertionError) as e:  # psycopg asserts on a named cursor
-            if conn.closed or is_outage(e):
+            if conn.closed or is_outage(e) or not redo:
                 raise  # the database's absence: the retry step waits for it
             pipelined_error = e
+        return self._redone(conn, routed, pipelined_error)
+
+    def _redone(self, conn: Session, routed: Routed, pipelined_error: BaseException) -> Outcome:
+        """A record that failed pipelined, once more without the pipeline."""
         with conn.transaction():
             outcome = self._claim_and_apply(conn, routed)
         # Applied without the pipeline after failing in it: whether the client refused a
@@ -96,25 +169,41 @@ class RecordTransaction:
         )
         return outcome
 
+    def failed_in_flight(self, failed: EarlierCommitFailed) -> None:
+        """The next `apply` of `failed`'s record redoes it as a pipelined failure is."""
+        self._failed_in_flight = failed
+
     def _claim_and_apply(self, conn: Session, routed: Routed) -> Outcome:
         event, name = routed.event, routed.consumer
         if event.aggregate_version is not None and self.dedupe:
             claim, advanced = self.stores.claim_and_advance.run(conn, event, name)
-            if claim is None:
-                self.release_if_drained(conn, routed, claim)
-                return Outcome.DUPLICATE
-            outcome = self.guard.judge(advanced, event.aggregate_version)
-            if outcome is None:
-                routed.handler.invoke(event, conn)
-                outcome = Outcome.PROCESSED
-        else:
-            claim = self.stores.inbox.claim(conn, event, name)
-            if claim is None and self.dedupe:
-                self.release_if_drained(conn, routed, claim)
-                return Outcome.DUPLICATE
-            outcome = self.guard_and_handle(conn, routed)
+            return self._judged(conn, routed, claim, advanced)
+        claim = self.stores.inbox.claim(conn, event, name)
+        if claim is None and self.dedupe:
+            self.release_if_drained(conn, routed, claim)
+            return Outcome.DUPLICATE
+        outcome = self.guard_and_handle(conn, routed)
+        return self._marked(conn, routed, claim, outcome)
+
+    def _judged(
+        self, conn: Session, routed: Routed, claim: Claim | None, advanced: GuardResult
+    ) -> Outcome:
+        """After the claim + guard statement: the handler, when it claimed in order."""
+        if claim is None:
+            self.release_if_drained(conn, routed, claim)
+            return Outcome.DUPLICATE
+        assert routed.event.aggregate_version is not None
+        outcome = self.guard.judge(advanced, routed.event.aggregate_version)
+        if outcome is None:
+            routed.handler.invoke(routed.event, conn)
+            outcome = Outcome.PROCESSED
+        return self._marked(conn, routed, claim, outcome)
+
+    def _marked(
+        self, conn: Session, routed: Routed, claim: Claim | None, outcome: Outcome
+    ) -> Outcome:
         if outcome is Outcome.STALE:
-            self.stores.inbox.mark_skipped(conn, event, name, "stale version")
+            self.stores.inbox.mark_skipped(conn, routed.event, routed.consumer, "stale version")
         self.release_if_drained(conn, routed, claim)
         return outcome
 
