@@ -30,7 +30,7 @@ def inbox_group() -> None:
 def inbox_stats(ctx: click.Context, as_json: bool) -> None:
     s = settings(ctx)
     with s.consumer_database() as db:
-        rows = retention.inbox_stats(db.sessions(), s.names)
+        rows = retention.inbox_stats(db.sessions(), db.stores.inbox)
     if as_json:
         print_json([{"consumer": c, "status": st, "rows": n, "oldest": o} for c, st, n, o in rows])
     else:
@@ -97,7 +97,7 @@ def inbox_purge(
 
         def purge(dry: bool) -> int:
             return retention.purge_inbox(
-                conn, age, floor, force=force, names=s.names, batch=batch, progress=bar,
+                conn, age, floor, force=force, inbox=db.stores.inbox, batch=batch, progress=bar,
                 dry_run=dry, pace=pace,
             )  # fmt: skip
 

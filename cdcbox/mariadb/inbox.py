@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
 from cdcbox.session import Session
 from cdcbox.stores.inbox import claim_row
-from cdcbox.stores.protocols import Claim
+from cdcbox.stores.protocols import Claim, PurgePlan
 from cdcbox.stores.version_guard import GuardResult, VersionKey
 
 _FINISHED = "('PROCESSED', 'SKIPPED')"
@@ -40,6 +40,20 @@ class MariaDbInbox:
 
     def __init__(self, names: DbNames = DbNames()) -> None:
         self.table = inbox = names.inbox
+        self._counts = (
+            f"SELECT consumer_name, status, count(*), min(received_at) FROM {inbox} "
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        )
+        # Finished rows, oldest first, along the (status, processed_at) index; the age is
+        # in microseconds.
+        finished = (
+            f"FROM {inbox} WHERE status IN {_FINISHED} AND "
+            "COALESCE(processed_at, received_at) < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+        )
+        self._purge = (
+            f"SELECT count(*) {finished}",
+            f"DELETE {finished} ORDER BY processed_at LIMIT %s",
+        )
         self._columns = (
             f"INSERT INTO {inbox} (event_id, consumer_name, event_type, aggregate_type, "
             "aggregate_id, aggregate_version, source_topic, source_partition, source_offset, "
@@ -79,6 +93,16 @@ class MariaDbInbox:
             "WHERE consumer_name = %s AND status = 'FAILED' AND failed_at >= %s "
             "ORDER BY failed_at"
         )
+
+    def counts(self, conn: Session) -> list[tuple[str, str, int, datetime]]:
+        """Rows per consumer and status, and the oldest one's arrival."""
+        rows = conn.execute(self._counts).fetchall()
+        return [(c, st, int(n), oldest) for c, st, n, oldest in rows]
+
+    def purge_plan(self, older_than: timedelta) -> PurgePlan:
+        """The purge of finished rows last touched more than `older_than` ago."""
+        count, delete = self._purge
+        return PurgePlan(count, delete, (older_than // timedelta(microseconds=1),))
 
     def claim(self, conn: Session, event: Event, consumer: str) -> Claim | None:
         """Insert the inbox row as PROCESSED; None when this consumer already has it,
@@ -223,17 +247,6 @@ class MariaDbClaimAndAdvance:
 def _row(event: Event, consumer: str) -> tuple[object, ...]:
     row = claim_row(event, consumer)
     return (str(row[0]), *row[1:])
-
-
-def mariadb_purge_statements(names: DbNames) -> tuple[str, str]:
-    """The inbox purge's count and batch delete on MariaDB (parameters: the age in
-    microseconds, then the batch size): finished rows, oldest first, along the
-    (status, processed_at) index."""
-    condition = (
-        f"FROM {names.inbox} WHERE status IN {_FINISHED} AND "
-        "COALESCE(processed_at, received_at) < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
-    )
-    return f"SELECT count(*) {condition}", f"DELETE {condition} ORDER BY processed_at LIMIT %s"
 
 
 def _claim_values(processed: bool) -> str:

@@ -20,12 +20,12 @@ from psycopg import sql
 from cdcbox.errors import UsageError
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.topics import topic_retention
-from cdcbox.mariadb.inbox import mariadb_purge_statements
 from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
 from cdcbox.session import Session
-from cdcbox.stores.protocols import BindingStore
+from cdcbox.stores.inbox import Inbox
+from cdcbox.stores.protocols import BindingStore, InboxStore
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -39,20 +39,11 @@ def parse_duration(text: str) -> timedelta:
     return sum((timedelta(**{_UNITS[u]: int(n)}) for n, u in parts), timedelta())
 
 
-def inbox_stats(conn: Session, names: DbNames = DbNames()) -> list[tuple[str, str, int, datetime]]:
+def inbox_stats(conn: Session, inbox: InboxStore) -> list[tuple[str, str, int, datetime]]:
     """Rows per consumer and status, and the oldest one's arrival (either database)."""
-    statement = "SELECT consumer_name, status, count(*), min(received_at) FROM {} GROUP BY 1, 2"
     with conn.transaction():
-        rows = conn.execute(_on(conn, statement + " ORDER BY 1, 2", names)).fetchall()
+        rows = inbox.counts(conn)
     return [(c, st, int(n), oldest) for c, st, n, oldest in rows]
-
-
-def _on(conn: Session, statement: str, names: DbNames, table: str = "inbox") -> Any:
-    """`statement` with `{}` naming the table: schema-qualified on PostgreSQL, the plain
-    name in a MariaDB service's database."""
-    if isinstance(conn, psycopg.Connection):
-        return sql.SQL(statement).format(names.table(table))
-    return statement.format(getattr(names, table))
 
 
 def _purge(
@@ -249,7 +240,7 @@ def purge_inbox(
     older_than: timedelta,
     floor: InboxFloor,
     force: bool = False,
-    names: DbNames = DbNames(),
+    inbox: InboxStore | None = None,
     batch: int = 5000,
     progress: Callable[[int, int], None] = lambda done, total: None,
     dry_run: bool = False,
@@ -257,31 +248,9 @@ def purge_inbox(
 ) -> int:
     """Delete PROCESSED/SKIPPED inbox rows last touched more than `older_than` ago (FAILED
     ones stay for replay; a replayed row counts from when it was processed); refused
-    below the safety floor unless forced. `dry_run`: how many it would delete."""
+    below the safety floor unless forced. `dry_run`: how many it would delete. `inbox`:
+    the store whose statements it runs (its database's; PostgreSQL's public schema by
+    default)."""
     check_inbox_retention(older_than, floor, force)
-    if isinstance(conn, psycopg.Connection):
-        statements: tuple[Any, Any] = inbox_purge_statements(names)
-        age: tuple[Any, ...] = (older_than,)
-    else:  # MariaDB
-        statements = mariadb_purge_statements(names)
-        age = (older_than // timedelta(microseconds=1),)
-    return _purge(conn, *statements, age, batch, progress, dry_run, pace)
-
-
-def inbox_purge_statements(names: DbNames) -> tuple[sql.Composed, sql.Composed]:
-    """The inbox purge's count and batch delete (parameters: the age, then the batch
-    size). The expression and the status list are those of the partial index 0006
-    creates. A batch takes the oldest rows in that index's order, which keeps the planner
-    on the index even where its statistics (0014) say most of the inbox is old enough (a
-    LIMIT over a sequential scan would read past every row earlier batches deleted), and
-    deletes them by their row address, with no join the planner could make a scan of the
-    whole table. A row updated meanwhile has moved and is left for the next purge."""
-    table = names.table("inbox")
-    touched = sql.SQL("coalesce(processed_at, received_at)")
-    condition = sql.SQL("{} < now() - %s AND status IN ('PROCESSED', 'SKIPPED')").format(touched)
-    count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)
-    delete = sql.SQL(
-        "DELETE FROM {t} WHERE ctid = ANY(ARRAY("
-        "SELECT ctid FROM {t} WHERE {c} ORDER BY {touched} LIMIT %s))"
-    ).format(t=table, c=condition, touched=touched)
-    return count, delete
+    plan = (inbox or Inbox()).purge_plan(older_than)
+    return _purge(conn, plan.count, plan.delete, plan.params, batch, progress, dry_run, pace)

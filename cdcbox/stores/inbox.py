@@ -14,7 +14,7 @@ the applied ones PROCESSED and the stale ones SKIPPED with one UPDATE each.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import sql
@@ -22,7 +22,7 @@ from psycopg import sql
 from cdcbox.event import Event
 from cdcbox.names import DbNames
 from cdcbox.session import Session
-from cdcbox.stores.protocols import Claim
+from cdcbox.stores.protocols import Claim, PurgePlan
 
 
 class Inbox:
@@ -68,6 +68,11 @@ class Inbox:
             "AND h.source_topic = e.source_topic AND h.source_partition = e.source_partition "
             "AND h.source_offset < e.source_offset LIMIT 1"
         ).format(inbox=inbox)
+        self._counts = sql.SQL(
+            "SELECT consumer_name, status, count(*), min(received_at) FROM {} "
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        ).format(inbox)
+        self._purge = inbox_purge_statements(names)
         self._failed_since = sql.SQL(
             "SELECT event_id, source_topic, source_partition FROM {} WHERE consumer_name = %s "
             "AND status = 'FAILED' AND failed_at >= %s ORDER BY failed_at"
@@ -109,6 +114,15 @@ class Inbox:
             .format(inbox)
             .as_bytes()
         )
+
+    def counts(self, conn: Session) -> list[tuple[str, str, int, datetime]]:
+        """Rows per consumer and status, and the oldest one's arrival."""
+        return conn.execute(self._counts).fetchall()
+
+    def purge_plan(self, older_than: timedelta) -> PurgePlan:
+        """The purge of finished rows last touched more than `older_than` ago."""
+        count, delete = self._purge
+        return PurgePlan(count, delete, (older_than,))
 
     def claim(self, conn: Session, event: Event, consumer: str) -> Claim | None:
         """Insert the inbox row as PROCESSED; None when this consumer already has it,
@@ -161,6 +175,25 @@ class Inbox:
         """Remember a dead-lettered event and why (own transaction, after the rollback)."""
         row = claim_row(event, consumer)
         conn.execute(self._fail, (*row[:6], attempts, error[:4000], *row[6:]))
+
+
+def inbox_purge_statements(names: DbNames) -> tuple[sql.Composed, sql.Composed]:
+    """The inbox purge's count and batch delete (parameters: the age, then the batch
+    size). The expression and the status list are those of the partial index 0006
+    creates. A batch takes the oldest rows in that index's order, which keeps the planner
+    on the index even where its statistics (0014) say most of the inbox is old enough (a
+    LIMIT over a sequential scan would read past every row earlier batches deleted), and
+    deletes them by their row address, with no join the planner could make a scan of the
+    whole table. A row updated meanwhile has moved and is left for the next purge."""
+    table = names.table("inbox")
+    touched = sql.SQL("coalesce(processed_at, received_at)")
+    condition = sql.SQL("{} < now() - %s AND status IN ('PROCESSED', 'SKIPPED')").format(touched)
+    count = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, condition)
+    delete = sql.SQL(
+        "DELETE FROM {t} WHERE ctid = ANY(ARRAY("
+        "SELECT ctid FROM {t} WHERE {c} ORDER BY {touched} LIMIT %s))"
+    ).format(t=table, c=condition, touched=touched)
+    return count, delete
 
 
 def claim_row(event: Event, consumer: str) -> tuple[Any, ...]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from cdcbox.event import Event
@@ -24,8 +25,22 @@ ParkedKey = tuple[str, str, str]  # consumer_name, aggregate_type, aggregate_id
 ParkState = Literal["held", "replaying"]
 
 
+@dataclass(frozen=True)
+class PurgePlan:
+    """An inbox purge: the count of rows it deletes and the statement deleting a batch of
+    them (its parameters: `params`, then the batch size)."""
+
+    count: Any
+    delete: Any
+    params: tuple[Any, ...]
+
+
 class InboxStore(Protocol):
     """At most one PROCESSED or SKIPPED row per (event id, consumer name)."""
+
+    def counts(self, conn: Session) -> list[tuple[str, str, int, datetime]]: ...
+
+    def purge_plan(self, older_than: timedelta) -> PurgePlan: ...
 
     def claim(self, conn: Session, event: Event, consumer: str) -> Claim | None: ...
 

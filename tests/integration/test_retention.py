@@ -13,6 +13,7 @@ from psycopg import sql
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
 from cdcbox.ops.retention import InboxFloor, purge_inbox
+from cdcbox.stores.inbox import Inbox
 from tests.helpers import FakeTime, migrated_schema, old_inbox_rows, unique
 
 pytestmark = pytest.mark.integration
@@ -72,7 +73,7 @@ def test_the_purge_reports_progress_against_the_count_it_made_first(database: st
             conn,
             timedelta(days=10),
             NO_FLOOR,
-            names=names,
+            inbox=Inbox(names),
             batch=3,
             progress=lambda done, total: calls.append((done, total)),
         )
@@ -91,7 +92,7 @@ def test_a_paced_purge_waits_between_batches_and_still_deletes_everything(
             conn,
             timedelta(days=10),
             NO_FLOOR,
-            names=names,
+            inbox=Inbox(names),
             batch=3,
             pace=Pace(2, clock=time.clock, sleep=time.sleep),
         )
