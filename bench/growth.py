@@ -46,6 +46,7 @@ from cdcbox.names import DbNames
 from cdcbox.observe.pipeline_state import read_database
 from cdcbox.ops.pacing import Pace
 from cdcbox.ops.retention import InboxFloor, purge_inbox, purge_outbox
+from cdcbox.stores.inbox import Inbox
 
 CHUNK = 1_000_000  # rows per filling statement
 # A time-ordered id from row number g and an instant ts, as the producer's UUIDv7.
@@ -205,7 +206,7 @@ def _inbox_purges(
 
     def purge(conn: Any, progress: Progress, pace: Pace | None = None) -> int:
         return purge_inbox(
-            conn, timedelta(days=15), HISTORY_FLOOR, names=full, progress=progress, pace=pace
+            conn, timedelta(days=15), HISTORY_FLOOR, inbox=Inbox(full), progress=progress, pace=pace
         )
 
     unpaced = _purge_while(purge, dsn, batch_consumer)

@@ -9,7 +9,8 @@ Each is one module of `cdcbox.consumer.steps`:
 2. park gate (`park_gate`) — an aggregate with a dead-lettered event sends its later
    events after it;
 3. retry (`retry`), with the breaker, around the record's transaction (`transaction`):
-   inbox claim → version guard (`guard`) → handler → outcome mark → COMMIT;
+   inbox claim → version guard (`guard`) → handler → outcome mark → COMMIT (on
+   PostgreSQL left in flight while the next record's transaction begins: `in_flight`);
 4. dead letter (`dead_letter`) — when the retries are spent: DLQ publish, FAILED inbox
    row, park.
 
