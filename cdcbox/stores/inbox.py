@@ -68,11 +68,7 @@ class Inbox:
             "AND h.source_topic = e.source_topic AND h.source_partition = e.source_partition "
             "AND h.source_offset < e.source_offset LIMIT 1"
         ).format(inbox=inbox)
-        self._counts = sql.SQL(
-            "SELECT consumer_name, status, count(*), min(received_at) FROM {} "
-            "GROUP BY 1, 2 ORDER BY 1, 2"
-        ).format(inbox)
-        self._purge = inbox_purge_statements(names)
+        self._names = names  # the rarely run statements are composed when run
         self._failed_since = sql.SQL(
             "SELECT event_id, source_topic, source_partition FROM {} WHERE consumer_name = %s "
             "AND status = 'FAILED' AND failed_at >= %s ORDER BY failed_at"
@@ -117,11 +113,15 @@ class Inbox:
 
     def counts(self, conn: Session) -> list[tuple[str, str, int, datetime]]:
         """Rows per consumer and status, and the oldest one's arrival."""
-        return conn.execute(self._counts).fetchall()
+        counts = sql.SQL(
+            "SELECT consumer_name, status, count(*), min(received_at) FROM {} "
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        ).format(self._names.table("inbox"))
+        return conn.execute(counts).fetchall()
 
     def purge_plan(self, older_than: timedelta) -> PurgePlan:
         """The purge of finished rows last touched more than `older_than` ago."""
-        count, delete = self._purge
+        count, delete = inbox_purge_statements(self._names)
         return PurgePlan(count, delete, (older_than,))
 
     def claim(self, conn: Session, event: Event, consumer: str) -> Claim | None:
