@@ -206,7 +206,7 @@ def stack() -> None:
     "--with-mariadb",
     is_flag=True,
     envvar="CDCBOX_STACK_MARIADB",
-    help="Also MariaDB (Debian's mariadb-server, installed when absent) on port 53306, for "
+    help="Also MariaDB (Debian's mariadb-server, installed when absent) on port 23306, for "
     "services whose outbox lives there; `stack env` then exports CDCBOX_MARIADB_DSN.",
 )
 def up(

@@ -72,8 +72,9 @@ class Ports:
     # checks): below the ephemeral range too, as the registry may be restarted late.
     registry: int = 28081
     registry_management: int = 28082
-    # MariaDB (`stack up --with-mariadb`), for services whose outbox lives there.
-    mariadb: int = 53306
+    # MariaDB (`stack up --with-mariadb`), for services whose outbox lives there: below
+    # the ephemeral range, as a test session starts it late and fault tests restart it.
+    mariadb: int = 23306
     # With --with-metrics: Prometheus, the pipeline exporter, Connect worker j's JMX
     # exporter on connect_metrics + j, and the ports the stack's Prometheus scrapes for
     # consumers (run them with --metrics-port 29100 ... 29104) and relays (29105, 29106).

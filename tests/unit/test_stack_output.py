@@ -52,7 +52,9 @@ def test_a_failed_maven_run_keeps_the_end_of_its_output(tmp_path: Path) -> None:
 def test_the_ports_services_bind_late_lie_outside_the_ephemeral_range() -> None:
     """A consumer or relay binds its metrics port long after the stack started; inside
     the kernel's ephemeral range a client socket's local port may hold it already (the
-    e2e metrics test once failed with "Address already in use" on 59100)."""
+    e2e metrics test once failed with "Address already in use" on 59100). MariaDB too:
+    the test session starts it when its first MariaDB test runs, and a fault test
+    restarts it (CI once failed with "Address already in use" on 53306)."""
     low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     ports = Ports()
     late = (
@@ -60,5 +62,6 @@ def test_the_ports_services_bind_late_lie_outside_the_ephemeral_range() -> None:
         *ports.relay_metrics,
         ports.registry,
         ports.registry_management,
+        ports.mariadb,
     )
     assert not [p for p in late if low <= p <= high], (low, high, late)
