@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 from psycopg import pq
@@ -96,8 +96,7 @@ def is_outage(error: BaseException) -> bool:
         return False
     if isinstance(error, psycopg.errors.PipelineAborted):
         # No SQLSTATE, yet the server answered: an earlier statement of the pipeline
-        # failed (psycopg may raise this in its place when that error was read while
-        # the rest of the pipeline was being sent).
+        # failed (psycopg may raise this in its place: `statement_error`).
         return False
     state = error.sqlstate
     return state is None or state.startswith("08") or state in _SESSION_ENDED
@@ -205,9 +204,9 @@ def pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
             # the BEGIN still waiting in that queue, hence its private method.
             pipeline._enqueue_sync()
             yield
-    except BaseException:
+    except BaseException as e:
         end_failed_pipeline(conn)
-        raise
+        raise_statement_error(e)
 
 
 @contextmanager
@@ -218,9 +217,30 @@ def pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
     try:
         with conn.pipeline():
             yield
-    except BaseException:
+    except BaseException as e:
         _close_if_unusable(conn)
-        raise
+        raise_statement_error(e)
+
+
+def statement_error(error: BaseException) -> BaseException:
+    """The failed statement's own error where psycopg raised `PipelineAborted` in its
+    place. Leaving a pipeline, psycopg raises the first error among the results it has
+    read, then reads the rest in a `finally`: when the commands after the failed one
+    answer only then, their PipelineAborted replaces that error, which stays its
+    `__context__` (psycopg 3.3)."""
+    while isinstance(error, psycopg.errors.PipelineAborted) and isinstance(
+        error.__context__, psycopg.Error
+    ):
+        error = error.__context__
+    return error
+
+
+def raise_statement_error(error: BaseException) -> NoReturn:
+    """Raise `error`, or the statement error a PipelineAborted stands for."""
+    own = statement_error(error)
+    if own is error:
+        raise error
+    raise own from None
 
 
 def end_failed_pipeline(conn: psycopg.Connection[Any]) -> None:

@@ -34,7 +34,7 @@ import psycopg
 
 from cdcbox.consumer.stats import Outcome
 from cdcbox.consumer.steps.route import Routed
-from cdcbox.db import end_failed_pipeline, is_outage
+from cdcbox.db import end_failed_pipeline, is_outage, raise_statement_error, statement_error
 from cdcbox.errors import CdcboxError, DatabaseUnavailable
 from cdcbox.session import Rows
 
@@ -91,8 +91,8 @@ class Overlap:
             claim = send_claim()
             self._pipeline.sync()
         except psycopg.Error as e:
-            self._settled_by_failure(e)
-            raise  # the earlier COMMIT answered: this record's own failure
+            self._settled_by_failure(statement_error(e))
+            raise_statement_error(e)  # the earlier COMMIT answered: this record's own
         self._confirm()
         return claim
 
@@ -116,8 +116,8 @@ class Overlap:
         try:
             self._stack.close()  # leaving the pipeline: one wait, for every answer
         except psycopg.Error as e:
-            self._settled_by_failure(e)
-            raise  # nothing was in flight: the error is raised as it is
+            self._settled_by_failure(statement_error(e))
+            raise_statement_error(e)  # nothing was in flight: the error as it is
         self._close()
         self._confirm()
 
@@ -137,7 +137,7 @@ class Overlap:
             raise EarlierCommitFailed(pending, RuntimeError("COMMIT answered ROLLBACK"))
         self.confirmed(pending)
 
-    def _settled_by_failure(self, error: psycopg.Error) -> None:
+    def _settled_by_failure(self, error: BaseException) -> None:
         """After `error`, leave the pipeline (rolled back), then end the COMMIT in flight
         by its answer, or raise for it."""
         conn = self._conn
