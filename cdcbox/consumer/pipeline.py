@@ -46,7 +46,7 @@ from cdcbox.consumer.steps.route import (
     Unreadable,
     Unroutable,
 )
-from cdcbox.consumer.steps.transaction import RecordTransaction
+from cdcbox.consumer.steps.transaction import FirstTry, RecordTransaction, Redo
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.event import Event
@@ -141,7 +141,7 @@ class RecordPipeline:
         if unhandled is not None:
             self.transaction.consume_unhandled(connection(), *unhandled)
         for routed in passing:
-            self._apply_one(connection, routed, overlap)
+            self._apply_one(connection, routed, "overlap" if overlap else "alone")
 
     def _routed_alone(self, decoded: Decoded | Unroutable, routing: Routing) -> bool:
         """True when routing the record needs no statement and no earlier record's end:
@@ -168,8 +168,7 @@ class RecordPipeline:
     def _redo(self, connection: ConnectionSource, failed: EarlierCommitFailed) -> None:
         """The record whose COMMIT failed in flight, on its own (nothing after it ran)."""
         log.warning("%s; redoing it before the records after it", failed)
-        self.transaction.failed_in_flight(failed)
-        self._apply_one(connection, failed.pending.routed)
+        self._apply_one(connection, failed.pending.routed, Redo(failed.cause))
         self._end_records()
 
     def _confirmed(self, pending: InFlight) -> None:
@@ -243,7 +242,7 @@ class RecordPipeline:
                 self._apply_one(connection, r)
 
     def _route(
-        self, connection: ConnectionSource, decoded: Decoded | Unroutable, routed: Routing
+        self, connection: ConnectionSource, decoded: Decoded | Unroutable, routing: Routing
     ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
         """The park gate after routing; what ends there is counted there. Returns the
         records to apply, and the consumers of the record's topic that take none of it
@@ -252,16 +251,16 @@ class RecordPipeline:
         if isinstance(decoded, Unroutable):
             self._end(decoded)
             return [], None
-        if isinstance(routed, Unroutable):
-            self._end(routed)
-            if routed.error is not None or routed.event is None:
+        if isinstance(routing, Unroutable):
+            self._end(routing)
+            if routing.error is not None or routing.event is None:
                 return [], None
-            event, taken_by = routed.event, set()
+            event, taken_by = routing.event, set()
             candidates: list[Routed | Undecodable | Unreadable] = []
         else:
-            event = next((e for r in routed if (e := _event(r)) is not None), decoded.event)
-            taken_by = {_consumer(r) for r in routed}
-            candidates = list(routed)
+            event = next((e for r in routing if (e := _event(r)) is not None), decoded.event)
+            taken_by = {_consumer(r) for r in routing}
+            candidates = list(routing)
         skipped, unhandled = self._not_taken(decoded, event, taken_by)
         passing: list[Routed] = []
         for r in [*candidates, *skipped]:
@@ -321,11 +320,11 @@ class RecordPipeline:
         self.dead_letter.replay_since(connection, consumer, since, owned)
 
     def _apply_one(
-        self, connection: ConnectionSource, routed: Routed, overlap: bool = False
+        self, connection: ConnectionSource, routed: Routed, first: FirstTry = "alone"
     ) -> None:
         """Retry around the transaction, then dead letter, in the record's span
-        (`cdcbox.telemetry.tracing`). `overlap`: its COMMIT may be left in flight (its
-        outcome is then counted when it answers). Should the COMMIT in flight before it
+        (`cdcbox.telemetry.tracing`). `first` "overlap": its COMMIT may be left in flight
+        (its outcome is then counted when it answers). Should the COMMIT in flight before it
         turn out to have failed, that record is redone first and this one goes through
         the park gate again: the earlier one may have parked its aggregate."""
         event, record = routed.event, routed.record
@@ -340,9 +339,10 @@ class RecordPipeline:
                 consumer=routed.consumer,
                 traceparent=event.trace_id,
             ) as span:
-                overlap = overlap and not self.retry.breaker.is_open(routed.consumer)
+                if first == "overlap" and self.retry.breaker.is_open(routed.consumer):
+                    first = "alone"
                 try:
-                    outcome = self.retry.run(connection, routed, self.dead_letter.give_up, overlap)
+                    outcome = self.retry.run(connection, routed, self.dead_letter.give_up, first)
                 except EarlierCommitFailed as e:
                     failed: EarlierCommitFailed | None = e
                 else:

@@ -22,7 +22,7 @@ from cdcbox.consumer.signals import RefuseTransition, RetryLater, SkipEvent
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.in_flight import CommitInDoubt, EarlierCommitFailed
 from cdcbox.consumer.steps.route import Routed
-from cdcbox.consumer.steps.transaction import RecordTransaction
+from cdcbox.consumer.steps.transaction import FirstTry, RecordTransaction
 from cdcbox.db import ConnectionSource, is_outage
 from cdcbox.errors import RegistryUnavailable, SessionChanged
 from cdcbox.telemetry import tracing
@@ -54,14 +54,19 @@ class RetryStep:
         self.on_closed = on_closed
 
     def run(
-        self, connection: ConnectionSource, routed: Routed, give_up: GiveUp, overlap: bool = False
+        self,
+        connection: ConnectionSource,
+        routed: Routed,
+        give_up: GiveUp,
+        first: FirstTry = "alone",
     ) -> Outcome:
         """Apply the record until it ends; `give_up` dead-letters it after the last try.
-        `overlap`: its first try may leave its COMMIT in flight (`steps.in_flight`)."""
+        `first`: how its first try runs (`RecordTransaction.apply`); the others alone."""
         attempt = outage = 0
         while True:
+            this_try = first if attempt == outage == 0 else "alone"
             try:
-                outcome = self._apply(connection, routed, overlap and attempt == outage == 0)
+                outcome = self._apply(connection, routed, this_try)
             except (SessionChanged, EarlierCommitFailed, CommitInDoubt):
                 # Nothing of this record ran: the batch again from its start (a new
                 # session), from the earlier record, or from the last record that ended.
@@ -85,9 +90,9 @@ class RetryStep:
             self._succeeded(connection, routed)
             return outcome
 
-    def _apply(self, connection: ConnectionSource, routed: Routed, overlap: bool) -> Outcome:
+    def _apply(self, connection: ConnectionSource, routed: Routed, first: FirstTry) -> Outcome:
         try:
-            return self.transaction.apply(connection(), routed, overlap)
+            return self.transaction.apply(connection(), routed, first)
         except (SkipEvent, RefuseTransition) as signal:
             return self.transaction.record_signal(connection(), routed, signal)
 

@@ -7,8 +7,9 @@ survives if the handler's change commits with it. The transaction is pipelined (
 When a pipelined attempt fails in the database, the record is redone at once without a
 pipeline, so a handler meets a failed statement where it sent it; a handler whose
 records fail only pipelined (COPY, server-side cursors, several statements in one
-string) is not pipelined again. Asked to overlap (`in_flight`), a versioned record's
-COMMIT is left in flight for the next record's wait to bring back. A
+string) is not pipelined again; nor is a record whose COMMIT failed in flight (`Redo`).
+Asked to overlap (`in_flight`), a versioned record's COMMIT is left in flight for the
+next record's wait to bring back. A
 handler's `SkipEvent` or `RefuseTransition` rolls its writes back; `record_signal` then
 records why in a transaction of its own.
 """
@@ -18,14 +19,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import psycopg
 
 from cdcbox.consumer.signals import HandlerSignal, RefuseTransition
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.guard import GuardStep
-from cdcbox.consumer.steps.in_flight import EarlierCommitFailed, Overlap, refusing_commit
+from cdcbox.consumer.steps.in_flight import Overlap, refusing_commit
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.stores import Stores
 from cdcbox.db import is_outage, pipelined_transaction
@@ -36,6 +38,18 @@ from cdcbox.stores.protocols import Claim
 from cdcbox.stores.version_guard import GuardResult
 
 log = logging.getLogger("cdcbox.consumer")
+
+
+@dataclass(frozen=True)
+class Redo:
+    """A record's first try after its COMMIT failed in flight (`cause`)."""
+
+    cause: BaseException
+
+
+# How a record's first try runs: on its own, overlapped (its COMMIT may be left in
+# flight), or redone after failing in flight. Retries after it run on their own.
+FirstTry = Literal["alone", "overlap"] | Redo
 
 
 class RecordTransaction:
@@ -59,31 +73,20 @@ class RecordTransaction:
         self.unpipelined: set[str] = set()  # consumers whose records failed only pipelined
         # Where an overlapped record's COMMIT waits for its answer; its owner counts it.
         self.in_flight = in_flight or Overlap(confirmed=lambda pending: None)
-        self._failed_in_flight: EarlierCommitFailed | None = None
 
-    def apply(self, conn: Session, routed: Routed, overlap: bool = False) -> Outcome:
+    def apply(self, conn: Session, routed: Routed, first: FirstTry = "alone") -> Outcome:
         """Claim, guard, handle and mark in one transaction; any exception rolls it back.
         Claim and guard are one statement: BEGIN with claim + guard, the handler's
         statements, COMMIT: two round trips pipelined (see
-        `cdcbox.db.pipelined_transaction`), four otherwise; overlapped, one, and the
-        COMMIT is left in flight (`self.in_flight.pending`: its outcome is counted when
-        it answers)."""
+        `cdcbox.db.pipelined_transaction`), four otherwise; overlapped (`first` is
+        "overlap"), one, and the COMMIT is left in flight (`self.in_flight.pending`: its
+        outcome is counted when it answers). A `Redo` is a record whose COMMIT failed in
+        flight: redone as any record that fails pipelined is."""
         started = time.perf_counter()
         pipelined = routed.handler.pipelined
         if pipelined is None and routed.consumer in self.unpipelined:
             pipelined = False
-        late = self._failed_in_flight
-        if late is not None and late.pending.routed is routed:
-            # Failed in flight: like any record that fails pipelined, redone at once
-            # without the pipeline (a handler that asked for the pipeline: in it again).
-            self._failed_in_flight = None
-            self.in_flight.settle()
-            assert isinstance(conn, psycopg.Connection)  # only psycopg's overlap
-            if pipelined is None:
-                outcome = self._redone(conn, routed, late.cause)
-            else:
-                outcome = self._in_pipelined_transaction(conn, routed)
-        elif overlap and pipelined is not False and self._overlappable(conn, routed):
+        if first == "overlap" and pipelined is not False and self._overlappable(conn, routed):
             assert isinstance(conn, psycopg.Connection)
             outcome = self._pipelined_or_redone(conn, routed, self._overlapped, pipelined is None)
             if self.in_flight.pending is not None:
@@ -93,9 +96,10 @@ class RecordTransaction:
             if pipelined is False or not isinstance(conn, psycopg.Connection):  # MariaDB
                 with conn.transaction():
                     outcome = self._claim_and_apply(conn, routed)
+            elif isinstance(first, Redo) and pipelined is None:
+                outcome = self._redone(conn, routed, first.cause)
             elif pipelined:
-                with pipelined_transaction(conn):
-                    outcome = self._claim_and_apply(conn, routed)
+                outcome = self._in_pipelined_transaction(conn, routed)
             else:
                 outcome = self._pipelined_or_redone(conn, routed, self._in_pipelined_transaction)
         if outcome is Outcome.PROCESSED:
@@ -168,10 +172,6 @@ class RecordTransaction:
             pipelined_error,
         )
         return outcome
-
-    def failed_in_flight(self, failed: EarlierCommitFailed) -> None:
-        """The next `apply` of `failed`'s record redoes it as a pipelined failure is."""
-        self._failed_in_flight = failed
 
     def _claim_and_apply(self, conn: Session, routed: Routed) -> Outcome:
         event, name = routed.event, routed.consumer
