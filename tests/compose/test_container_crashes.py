@@ -33,7 +33,18 @@ def crash_mid_stream(
     containers: Endpoints, project: str, service: str, scenario: str, safeguard_off: str = ""
 ) -> Ledger:
     """Orders streaming, `service`'s container SIGKILLed, back by its restart policy,
-    every order through the first hop: the notifications service's ledger row."""
+    every order through the first hop: the notifications service's ledger row. The kill
+    lands while orders are still being written (asserted), with the pipeline already
+    flowing: one order first, through to the notifications service (a Connect worker
+    just recreated may start streaming only after a few seconds of writes, and a kill
+    after the last of them finds everything sent, and its source offsets flushed)."""
+    flowing = new_run()
+    place_orders(containers.dsn, flowing, 1)
+    eventually(
+        lambda: applied(containers.dsn, flowing, containers.mariadb_dsn)["notifications"] > 0,
+        timeout=180,
+        what="an order through to the notifications service before the run",
+    )
     run = new_run()
     writer = threading.Thread(
         target=place_orders, args=(containers.dsn, run, ORDERS_COUNT, RATE), daemon=True
@@ -46,6 +57,7 @@ def crash_mid_stream(
     )
     container = container_id(project, service)
     restarts = sigkill(container)
+    assert writer.is_alive(), "the kill landed after the last order was written"
     writer.join(timeout=120)
     assert not writer.is_alive(), "the writers finished"
     eventually(
