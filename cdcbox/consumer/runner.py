@@ -187,6 +187,7 @@ class Consumer:
                 # paused flag through a rebalance that leaves it assigned: one a wait
                 # paused while the group moved under it would never be fetched again.
                 kafka.resume(kafka.assignment())
+                polled = time.perf_counter()
                 batch = kafka.poll(timeout_ms=self.config.poll_timeout_ms)
                 if self._reload_parked.is_set():  # an assignment since the last poll
                     self._reload_parked.clear()
@@ -198,6 +199,7 @@ class Consumer:
                         break
                     continue
                 last_activity = time.monotonic()
+                self.stats.cycle_part("poll", polled)
                 self._process_batch(kafka, pipeline, batch)
         finally:
             self._healthy.clear()
@@ -230,6 +232,7 @@ class Consumer:
         pipeline: RecordPipeline,
         batch: dict[TopicPartition, list[Any]],
     ) -> None:
+        started = time.perf_counter()
         done: dict[TopicPartition, int] = {}
         switches = self.config.fault_switches
         try:
@@ -241,13 +244,19 @@ class Consumer:
             return
         if switches.offsets_before_db_commit:
             kafka.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
-        for tp, records in batch.items():
+        # Batch mode: the whole poll batch in one transaction (an aggregate's records share
+        # a partition, so its order holds); per record, each partition's records in order.
+        units = [([tp], records) for tp, records in batch.items()]
+        if self.config.batch_mode:
+            units = [(list(batch), [record for records in batch.values() for record in records])]
+        for tps, records in units:
             try:
                 if self.config.batch_mode:
                     pipeline.process_batch(self.connection, records)
                     self._committed_records += len(records)
                     switches.committed(self._committed_records)
                 else:
+                    (tp,) = tps
 
                     def ended(record: Any, tp: TopicPartition = tp) -> None:
                         done[tp] = record.offset + 1
@@ -261,7 +270,8 @@ class Consumer:
                 if self._session_lost():
                     self._rewind(kafka, batch, {})
                     return
-                kafka.seek(tp, done.get(tp, records[0].offset))
+                for tp in tps:
+                    kafka.seek(tp, done.get(tp, batch[tp][0].offset))
                 self._stop.wait(self.config.retry.max_delay_s)
                 continue
             except BatchAbandoned as e:
@@ -288,8 +298,10 @@ class Consumer:
                     kafka, pipeline, batch, {} if self._session_lost() else done, e
                 )
                 return
-            done[tp] = records[-1].offset + 1
+            for tp in tps:
+                done[tp] = batch[tp][-1].offset + 1
         self._outages = 0
+        self.stats.cycle_part("apply", started)
         if done:
             self._commit_offsets(kafka, batch, done)
 
@@ -300,6 +312,7 @@ class Consumer:
         done: dict[TopicPartition, int],
     ) -> None:
         """The batch's commits made durable, then its offsets committed up to `done`."""
+        started = time.perf_counter()
         try:
             self._make_durable()
         except (CdcboxError, psycopg.Error) as e:
@@ -310,7 +323,9 @@ class Consumer:
             )
             self._rewind(kafka, batch, {})
             return
+        started = self.stats.cycle_part("durable", started)
         self._offsets.commit(kafka, done)
+        self.stats.cycle_part("offsets", started)
 
     def _wait_for_database(
         self,

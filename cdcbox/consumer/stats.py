@@ -70,6 +70,13 @@ class ConsumerStats:
                 if len(self.lag_ms) < _MAX_SAMPLES:
                     self.lag_ms.append(lag_s * 1000)
 
+    def cycle_part(self, part: str, since: float) -> float:
+        """A part of a poll cycle (poll, apply, durable, offsets) that began at `since`
+        (`time.perf_counter()`) ended now; returns now."""
+        now = time.perf_counter()
+        self.metrics.cycle_seconds.labels(part).observe(now - since)
+        return now
+
     def __getitem__(self, outcome: Outcome) -> int:
         return self.outcomes[outcome]
 
