@@ -18,7 +18,7 @@ import psycopg
 from psycopg import sql
 
 from bench import loadgen
-from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses
+from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses, machine_busy_s
 from bench.stats import percentiles
 from cdcbox import wire
 from cdcbox.kafka.client import KafkaSettings
@@ -49,7 +49,7 @@ def measure(
     ensure_topics(KafkaSettings(bootstrap), [topic])
     consumer = ConsumerProcess(dsn, bootstrap, aggregate_type).start()
     with KafkaProbe(bootstrap, topic) as probe:
-        started = time.monotonic()
+        started, busy_before = time.monotonic(), machine_busy_s()
         offered = loadgen.offer(
             dsn,
             pgbench,
@@ -60,7 +60,7 @@ def measure(
             events_per_tx(rate),
             messages=messages,
         )
-        wrote = time.monotonic()
+        wrote, busy = time.monotonic(), machine_busy_s() - busy_before
         result = consumer.finish(offered.events, timeout_s=120)
     applied_at = next((t for t, n in result["progress"] if n >= offered.events), None)
     reached = offered.reached and result["ended"] >= offered.events
@@ -75,6 +75,11 @@ def measure(
         "relay_leg_ms": percentiles(probe.lag_ms) if reached else None,
         "latency_ms": percentiles(result["lag_ms"]) if reached else None,
         "consumer_rss_mb": result["rss_mb"],
+        # While pgbench wrote: the machine's busy cores, the consumer's own share, and
+        # where its poll cycles went (records a cycle: processed / cycles).
+        "cores_busy": busy / (wrote - started),
+        "consumer_cores": result["cpu_s"] / (time.monotonic() - started),
+        "consumer_cycle": result["cycle"],
         "lag_samples_ms": result["lag_ms"] if reached else [],
     }
 
@@ -125,7 +130,9 @@ def polling_at_rate(
     try:
         with RelayProcesses(dsn, bootstrap, names.schema, workers, listen) as relays:
             run = measure(dsn, bootstrap, pgbench, names.schema, aggregate_type, rate, seconds)
-            run["relay_rss_mb"] = max(r["rss_mb"] for r in relays.stop())
+            reports = relays.stop()
+            run["relay_rss_mb"] = max(r["rss_mb"] for r in reports)
+            run["relay_cpu_s"] = sum(r["cpu_s"] for r in reports)
         return run
     finally:
         drop_schema(dsn, names)

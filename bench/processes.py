@@ -8,6 +8,8 @@ its own, so the memory each service needed at its rate can be reported.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import resource
 import signal
 import threading
 import time
@@ -21,12 +23,39 @@ from kafka import KafkaConsumer, TopicPartition
 from bench.bare_relay import bare_listen_relay
 from bench.handlers import EFFECT_DDL, effect_handler
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
+from cdcbox.consumer.metrics import ConsumerMetrics
 from cdcbox.event import decode
 from cdcbox.names import DbNames
 from cdcbox.relay import RelayConfig, RelayWorker
 
 FORK = multiprocessing.get_context("fork")
 _SAMPLE_S = 0.1
+
+
+def cpu_s() -> float:
+    """CPU seconds this process has used (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_busy_s() -> float:
+    """CPU seconds every core of the machine has been busy since boot (/proc/stat)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cycle_ms(metrics: ConsumerMetrics) -> dict[str, Any]:
+    """The consumer's poll cycles (`cdcbox_consumer_poll_cycle_duration_seconds`): how
+    many, and each part's mean, ms."""
+    name = "cdcbox_consumer_poll_cycle_duration_seconds"
+    cycles = metrics.registry.get_sample_value(f"{name}_count", {"part": "apply"}) or 0.0
+    means = {}
+    for part in ("poll", "apply", "durable", "offsets"):
+        total = metrics.registry.get_sample_value(f"{name}_sum", {"part": part}) or 0.0
+        count = metrics.registry.get_sample_value(f"{name}_count", {"part": part}) or 0.0
+        means[part] = total / count * 1000 if count else None
+    return {"cycles": int(cycles), "mean_ms": means}
 
 
 def peak_rss_mb() -> float:
@@ -69,6 +98,8 @@ def _consumer_main(
             "record_ms": consumer.stats.handler_ms,
             "progress": progress,
             "rss_mb": peak_rss_mb(),
+            "cpu_s": cpu_s(),
+            "cycle": cycle_ms(consumer.stats.metrics),
         }
     )
 
@@ -126,7 +157,7 @@ def _relay_main(results: Any, ready: Any, config: RelayConfig, schema: str) -> N
     worker.warm_up()  # as a deployed relay is, long before the events measured
     ready.release()
     stats = worker.run()
-    results.put({"sent": stats.sent, "rss_mb": peak_rss_mb()})
+    results.put({"sent": stats.sent, "rss_mb": peak_rss_mb(), "cpu_s": cpu_s()})
 
 
 def _bare_main(results: Any, ready: Any, dsn: str, bootstrap: str, schema: str) -> None:

@@ -113,8 +113,9 @@ def _ratios(title: str, ratios: dict[str, Measured]) -> list[str]:
 def _e2e(results: dict[str, Any]) -> list[str]:
     lines = [
         "| relay | asked/s | offered/s | delivered/s | relay leg p50 / p99 ms "
-        "| end to end p50 / p95 / p99 ms | applied after writers stopped, s |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| end to end p50 / p95 / p99 ms | applied after writers stopped, s "
+        "| cores busy | consumer's cycle: records, poll / apply / durable / offsets ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for relay, runs in results["e2e"].items():
         for asked, run in runs.items():
@@ -127,9 +128,21 @@ def _e2e(results: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {relay.replace('_', ' ')} | {_n(float(asked))} | {_n(run['offered_per_s'])} "
                 f"| {_n(run['delivered_per_s'])} | {_n(leg.get('p50'))} / {_n(leg.get('p99'))} "
-                f"| {latency} | {_n(run['drain_after_writes_s'], 2)} |"
+                f"| {latency} | {_n(run['drain_after_writes_s'], 2)} "
+                f"| {_n(run.get('cores_busy'), 2)} | {_cycle(run)} |"
             )
     return lines
+
+
+def _cycle(run: dict[str, Any]) -> str:
+    """A run's mean poll cycle (`bench.processes.cycle_ms`): records a cycle, then each
+    part's mean; "—" for runs measured before the metric existed."""
+    cycle = run.get("consumer_cycle")
+    if not cycle or not cycle["cycles"]:
+        return "—"
+    means = cycle["mean_ms"]
+    parts = " / ".join(_n(means[p], 1) for p in ("poll", "apply", "durable", "offsets"))
+    return f"{_n(run['processed'] / cycle['cycles'], 1)}, {parts}"
 
 
 def _exactly_once(results: dict[str, Any], source: Path | None) -> list[str]:

@@ -195,9 +195,54 @@ def plot(results: dict[str, Any], samples: dict[str, list[float]], path: Path) -
     fig.savefig(path, dpi=100)
 
 
+def warm_up(dsn: str, bootstrap: str, pgbench: Path, z: Sizes) -> dict[str, Any]:
+    """A freshly started connector and JVMs pay for class loading and JIT on their first
+    events: a short run before the rate ladder, measured against no target."""
+    run = e2e.cdc_at_rate(dsn, bootstrap, pgbench, 500, max(z.seconds // 2, 2))
+    run.pop("lag_samples_ms")
+    return run
+
+
+def e2e_ladder(
+    dsn: str,
+    bootstrap: str,
+    pgbench: Path,
+    z: Sizes,
+    samples: dict[str, list[float]] | None = None,
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """End to end at each offered rate: CDC, the polling relay woken by NOTIFY, and once
+    without NOTIFY; each run's latency samples go to `samples` (for the plot)."""
+    runs: dict[str, dict[int, dict[str, Any]]] = {"cdc": {}, "polling_notify": {}}
+    for rate in z.cdc_rates:
+        runs["cdc"][rate] = e2e.cdc_at_rate(dsn, bootstrap, pgbench, rate, z.seconds)
+    for rate in z.polling_rates:
+        runs["polling_notify"][rate] = e2e.polling_at_rate(
+            dsn, bootstrap, pgbench, rate, z.seconds, listen=True
+        )
+    runs["polling_no_notify"] = {
+        z.polling_rates[0]: e2e.polling_at_rate(
+            dsn, bootstrap, pgbench, z.polling_rates[0], z.seconds, listen=False
+        )
+    }
+    for relay, by_rate in runs.items():
+        for run in by_rate.values():
+            lag = run.pop("lag_samples_ms")
+            if lag and samples is not None:
+                label = f"{relay} {run['offered_per_s']:,.0f} → {run['delivered_per_s']:,.0f}/s"
+                samples[label] = lag
+    return runs
+
+
+def _e2e_alone(dsn: str, bootstrap: str, pgbench: Path, z: Sizes) -> dict[str, Any]:
+    """`--only e2e`: the ladder after its warm-up (not kept: a whole run keeps it)."""
+    warm_up(dsn, bootstrap, pgbench, z)
+    return e2e_ladder(dsn, bootstrap, pgbench, z)
+
+
 Section = Callable[[str, str, Path, Sizes], dict[str, Any]]
 # The sections `--only` may run alone; a whole run runs them too.
 SECTIONS: dict[str, Section] = {
+    "e2e": _e2e_alone,
     "consumer_cost": lambda dsn, bootstrap, pgbench, z: consumer_cost.consumer_cost(
         dsn, bootstrap, z.records, z.rounds
     ),
@@ -271,29 +316,8 @@ def main() -> None:
     results["consumer_cost"] = SECTIONS["consumer_cost"](dsn, bootstrap, pgbench, z)
     results["record_cost"] = record_cost.record_cost(dsn, bootstrap, min(z.records, 10_000))
     samples: dict[str, list[float]] = {}
-    runs: dict[str, dict[int, dict[str, Any]]] = {"cdc": {}, "polling_notify": {}}
-    # A freshly started connector and JVMs pay for class loading and JIT on their first
-    # events: a short run first, kept in the results but measured against no target.
-    results["warm_up"] = e2e.cdc_at_rate(dsn, bootstrap, pgbench, 500, max(z.seconds // 2, 2))
-    results["warm_up"].pop("lag_samples_ms")
-    for rate in z.cdc_rates:
-        runs["cdc"][rate] = e2e.cdc_at_rate(dsn, bootstrap, pgbench, rate, z.seconds)
-    for rate in z.polling_rates:
-        runs["polling_notify"][rate] = e2e.polling_at_rate(
-            dsn, bootstrap, pgbench, rate, z.seconds, listen=True
-        )
-    runs["polling_no_notify"] = {
-        z.polling_rates[0]: e2e.polling_at_rate(
-            dsn, bootstrap, pgbench, z.polling_rates[0], z.seconds, listen=False
-        )
-    }
-    for relay, by_rate in runs.items():
-        for run in by_rate.values():
-            if run["lag_samples_ms"]:
-                label = f"{relay} {run['offered_per_s']:,.0f} → {run['delivered_per_s']:,.0f}/s"
-                samples[label] = run.pop("lag_samples_ms")
-            run.pop("lag_samples_ms", None)
-    results["e2e"] = runs
+    results["warm_up"] = warm_up(dsn, bootstrap, pgbench, z)
+    results["e2e"] = e2e_ladder(dsn, bootstrap, pgbench, z, samples)
     for name, section_run in SECTIONS.items():
         if name not in results:
             results[name] = section_run(dsn, bootstrap, pgbench, z)

@@ -43,6 +43,15 @@ class ConsumerMetrics:
             registry=self.registry,
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
+        self.cycle_seconds = Histogram(
+            "cdcbox_consumer_poll_cycle_duration_seconds",
+            "A poll cycle that brought records, by part: poll (until the records were in "
+            "hand), apply (their transactions), durable (the durability barrier), offsets "
+            "(the offset commit)",
+            ["part"],
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+        )
         self.breaker_open = Gauge(
             "cdcbox_consumer_circuit_open",
             "1 while the circuit breaker holds this process's records back",

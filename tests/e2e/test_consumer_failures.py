@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import urllib.error
 import urllib.request
 from typing import Any
@@ -241,11 +242,25 @@ def test_metrics_endpoint_serves_counts_and_health(
             assert r.status == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
             assert (r.status, r.read()) == (200, b"ready\n")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            text = r.read().decode()
+        text = scrape(port)
+        # Every part of the poll cycle that applied them, once it ended (offsets last).
+        eventually(lambda: cycle_parts_observed(port), what="each part of the poll cycle")
     line = f'cdcbox_consumer_records_total{{consumer="{consumer}",outcome="processed"}} 3.0'
     assert line in text
     assert f'cdcbox_consumer_handler_duration_seconds_count{{consumer="{consumer}"}} 3.0' in text
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+def cycle_parts_observed(port: int) -> bool:
+    text = scrape(port)
+    return all(
+        re.search(rf'poll_cycle_duration_seconds_count{{part="{part}"}} [1-9]', text)
+        for part in ("poll", "apply", "durable", "offsets")
+    )
 
 
 def test_a_member_reloads_the_parked_set_when_partitions_are_assigned(
