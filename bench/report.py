@@ -373,6 +373,15 @@ def _paced_purges(inbox: dict[str, Any], outbox: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _sources(sections: dict[str, Path]) -> list[str]:
+    """Which sections, and so which rows of the targets table, come from a later
+    `--only` run than the whole run named above."""
+    if not sections:
+        return []
+    named = "; ".join(f"{key} from `{_relative(path)}`" for key, path in sorted(sections.items()))
+    return [f"Measured since, alone (`scripts/bench --only`), and shown here instead: {named}.", ""]
+
+
 def section(source: Path) -> str:
     results, sections = with_newest_sections(json.loads(source.read_text()))
     m = results["machine"]
@@ -385,6 +394,7 @@ def section(source: Path) -> str:
         f"PostgreSQL {m['postgres']}, Kafka {m['kafka']}, Debezium {m['debezium']}, "
         "the whole stack on the one machine.",
         "",
+        *_sources(sections),
         *_targets(results),
         "",
         *_e2e(results),
