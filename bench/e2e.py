@@ -75,8 +75,9 @@ def measure(
         "relay_leg_ms": percentiles(probe.lag_ms) if reached else None,
         "latency_ms": percentiles(result["lag_ms"]) if reached else None,
         "consumer_rss_mb": result["rss_mb"],
-        # While pgbench wrote: the machine's busy cores, the consumer's own share, and
-        # where its poll cycles went (records a cycle: processed / cycles).
+        # The machine's busy cores while pgbench wrote; the consumer's cores from then
+        # until it finished, and where its poll cycles went (records a cycle:
+        # processed / cycles).
         "cores_busy": busy / (wrote - started),
         "consumer_cores": result["cpu_s"] / (time.monotonic() - started),
         "consumer_cycle": result["cycle"],

@@ -7,11 +7,11 @@ survives if the handler's change commits with it. The transaction is pipelined (
 When a pipelined attempt fails in the database, the record is redone at once without a
 pipeline, so a handler meets a failed statement where it sent it; a handler whose
 records fail only pipelined (COPY, server-side cursors, several statements in one
-string) is not pipelined again; nor is a record whose COMMIT failed in flight (`Redo`).
-Asked to overlap (`in_flight`), a versioned record's COMMIT is left in flight for the
-next record's wait to bring back. A
-handler's `SkipEvent` or `RefuseTransition` rolls its writes back; `record_signal` then
-records why in a transaction of its own.
+string) is not pipelined again. A record whose COMMIT failed in flight is redone as one
+that failed pipelined (`Redo`). Asked to overlap (`in_flight`), a versioned record's
+COMMIT is left in flight for the next record's wait to bring back. A handler's
+`SkipEvent` or `RefuseTransition` rolls its writes back; `record_signal` then records
+why in a transaction of its own.
 """
 
 from __future__ import annotations
