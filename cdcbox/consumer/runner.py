@@ -244,8 +244,7 @@ class Consumer:
             return
         if switches.offsets_before_db_commit:
             kafka.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
-        # Batch mode: the whole poll batch in one transaction (an aggregate's records share
-        # a partition, so its order holds); per record, each partition's records in order.
+        # Batch mode: one transaction for the poll (an aggregate keeps to one partition).
         units = [([tp], records) for tp, records in batch.items()]
         if self.config.batch_mode:
             units = [(list(batch), [record for records in batch.values() for record in records])]
