@@ -20,6 +20,21 @@ from cdcbox.stack.config import StackVersions
 @click.argument("spec_path", required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--topic", "topics", multiple=True, help="Topics that must exist (repeatable).")
 @click.option("--max-retained-bytes", type=int, default=1 << 30, show_default=True)
+@click.option(
+    "--max-transaction-age",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds a Kafka transaction may stay open before it counts as holding readers back.",
+)
+@click.option(
+    "--stuck-after",
+    type=click.FloatRange(min=0),
+    default=20.0,
+    show_default=True,
+    help="Seconds a RUNNING connector's slot is watched when it has WAL after it "
+    "(the specs' heartbeat moves a healthy one every 10 s); 0: not watched.",
+)
 @json_option
 @click.pass_context
 def doctor(
@@ -27,6 +42,8 @@ def doctor(
     spec_path: Path | None,
     topics: tuple[str, ...],
     max_retained_bytes: int,
+    max_transaction_age: float,
+    stuck_after: float,
     as_json: bool,
 ) -> None:
     """Check everything a deployment needs before the first event; exit 1 if anything
@@ -54,6 +71,8 @@ def doctor(
                     ).debezium,
                     max_retained_bytes=max_retained_bytes,
                     limits=s.limits,
+                    max_transaction_age_s=max_transaction_age,
+                    stuck_after_s=stuck_after,
                 ),
                 list(topics) if first else [],
             )

@@ -14,6 +14,7 @@ from cdcbox.cli.db import db
 from cdcbox.cli.dlq import dlq
 from cdcbox.cli.doctor import doctor
 from cdcbox.cli.groups import groups_group
+from cdcbox.cli.heal import heal, supervise_command
 from cdcbox.cli.inbox import inbox_group
 from cdcbox.cli.kafka_options import kafka_security_options
 from cdcbox.cli.observe import exporter, top
@@ -94,6 +95,9 @@ def cli(
         kafka_options=kafka_options,
     )
 
+
+connectors_group.add_command(heal)
+connectors_group.add_command(supervise_command)
 
 for command in (
     stack,

@@ -133,6 +133,9 @@ class ConnectClient:
         query = f"includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
         self._request("POST", f"/connectors/{connector_path(name)}/restart?{query}")
 
+    def restart_task(self, name: str, task: int) -> None:
+        self._request("POST", f"/connectors/{connector_path(name)}/tasks/{task}/restart")
+
     def offsets(self, name: str) -> dict[str, Any]:
         return dict(self._request("GET", f"/connectors/{connector_path(name)}/offsets").json())
 

@@ -29,6 +29,7 @@ from cdcbox.ops.message_checks import (
     refuse_unpublishable_messages,
 )
 from cdcbox.ops.slots import slot_status
+from cdcbox.ops.stall_checks import progress_check, transaction_checks
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class DoctorInputs:
     expected_debezium: str
     max_retained_bytes: int
     limits: EventLimits = EventLimits()
+    # A transaction open longer than this fails `open transactions`; a RUNNING task's
+    # slot standing still this long with WAL after it fails `connector progress` (0:
+    # not watched).
+    max_transaction_age_s: float = 60.0
+    stuck_after_s: float = 20.0
 
 
 def _column_types(conn: psycopg.Connection[Any], names: DbNames) -> dict[str, str]:
@@ -364,11 +370,22 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
             lambda: connect_checks(client, inputs.expected_debezium, inputs.spec),
             "check --connect-url / CDCBOX_CONNECT_URL",
         )
+        if inputs.conn is not None and inputs.stuck_after_s > 0:
+            conn = inputs.conn
+            guarded(
+                "connector progress",
+                lambda: [progress_check(conn, client, inputs.spec, inputs.stuck_after_s)],
+                "check --dsn and --connect-url",
+            )
     if inputs.bootstrap_servers:
         kafka = KafkaSettings(inputs.bootstrap_servers, security=inputs.kafka_security)
         guarded(
             "kafka",
-            lambda: kafka_checks(kafka, topics) + topic_limit_checks(kafka, topics, inputs.limits),
+            lambda: (
+                kafka_checks(kafka, topics)
+                + topic_limit_checks(kafka, topics, inputs.limits)
+                + transaction_checks(kafka, inputs.max_transaction_age_s)
+            ),
             "check --bootstrap-servers / CDCBOX_BOOTSTRAP_SERVERS",
         )
     return checks

@@ -13,10 +13,16 @@ from tests.helpers import eventually
 
 
 def read_topic(
-    stack: Endpoints, topic: str, expect: int, timeout: float = 60, settle_ms: int = 0
+    stack: Endpoints,
+    topic: str,
+    expect: int,
+    timeout: float = 60,
+    settle_ms: int = 0,
+    committed_only: bool = False,
 ) -> list[Any]:
     """At least `expect` records of `topic` from the beginning; with `settle_ms`, one more
-    poll of that length, so a record beyond `expect` would show up too."""
+    poll of that length, so a record beyond `expect` would show up too. `committed_only`:
+    as a read_committed reader (cdcbox's consumers) sees them."""
     reader = KafkaConsumer(
         topic,
         bootstrap_servers=stack.bootstrap_servers,
@@ -24,6 +30,7 @@ def read_topic(
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         max_poll_records=5000,
+        isolation_level="read_committed" if committed_only else "read_uncommitted",
     )
     got: list[Any] = []
     try:

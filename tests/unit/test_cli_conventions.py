@@ -26,6 +26,7 @@ READ, DESTRUCTIVE, ACTION = "read", "destructive", "action"
 KINDS = {
     ("apply",): ACTION,
     ("connectors", "delete"): DESTRUCTIVE,
+    ("connectors", "heal"): ACTION,
     ("connectors", "list"): READ,
     ("connectors", "pause"): ACTION,
     ("connectors", "quarantine"): DESTRUCTIVE,
@@ -33,6 +34,7 @@ KINDS = {
     ("connectors", "resume"): ACTION,
     ("connectors", "status"): READ,
     ("connectors", "stop"): ACTION,
+    ("connectors", "supervise"): ACTION,
     ("consume",): ACTION,
     ("db", "migrate"): ACTION,
     ("db", "sql"): ACTION,

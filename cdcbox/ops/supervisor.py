@@ -1,0 +1,50 @@
+"""The supervisor: `Healer.round` in a loop, beside Connect, until asked to stop.
+
+Each action is one log line (WARNING: something was wrong and was repaired) and one
+increment of `cdcbox_heal_actions_total{action}`; an unreachable Connect, Kafka or
+database is an outage to wait out (one line, then the next round), never a reason to
+exit. A refused login is not an outage: it is raised, and the command exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from prometheus_client import CollectorRegistry, Counter
+
+from cdcbox.errors import ServiceUnavailable
+from cdcbox.ops.heal import Healer
+
+log = logging.getLogger("cdcbox.supervisor")
+
+
+class HealMetrics:
+    """The supervisor's counters, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.actions = Counter(
+            "cdcbox_heal_actions",
+            "Repairs the supervisor carried out, by action.",
+            ["action"],
+            registry=self.registry,
+        )
+        self.rounds = Counter(
+            "cdcbox_heal_rounds", "Rounds the supervisor ran.", registry=self.registry
+        )
+
+
+def supervise(
+    healer: Healer, interval_s: float, stop: threading.Event, metrics: HealMetrics
+) -> None:
+    """Run rounds every `interval_s` until `stop` is set."""
+    while not stop.is_set():
+        try:
+            for action, outcome in healer.round():
+                metrics.actions.labels(action.kind).inc()
+                log.warning("%s -> %s", action.line(), outcome)
+        except ServiceUnavailable as e:
+            log.error("%s; next round in %.0f s", str(e).splitlines()[0], interval_s)
+        metrics.rounds.inc()
+        stop.wait(interval_s)

@@ -1,0 +1,245 @@
+"""The pipeline heals itself (issue 51): a transaction a dead producer left open holds back
+every read_committed reader of its partition, and one on Connect's offsets topic leaves
+an exactly-once task RUNNING while it publishes nothing, until the broker times the
+transaction out (10 minutes here). `doctor` names both, `connectors heal` and the
+supervisor end them, on the real stack.
+
+Each stall is shown first with nothing to heal it (the safeguard off): the records stay
+invisible, the connector's topic stays short."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+from click.testing import CliRunner
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from cdcbox import wire
+from cdcbox.cli.main import cli
+from cdcbox.kafka.client import Admin, KafkaSettings
+from cdcbox.kafka.transactions import TransactionAdmin
+from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.stack.endpoints import Endpoints
+from tests.e2e.topics import read_topic
+from tests.helpers import free_port, unique
+
+pytestmark = pytest.mark.e2e
+
+# An offsets-topic key of a connector that does not exist: the record is never applied.
+NOBODYS_OFFSET_KEY = json.dumps(["cdcbox-heal-test", {"server": "nobody"}])
+
+
+@contextmanager
+def abandoned_transaction(stack: Endpoints, topic: str, key: str) -> Iterator[str]:
+    """A producer's transaction left open on `topic` partition 0 by SIGKILL (a 10 min
+    transaction timeout, as a user's own might have); its transactional id. At exit,
+    whatever is left of it is fenced, so no later test runs behind it."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.abandoned_txn", stack.bootstrap_servers, topic, key],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            txn_id = proc.stdout.readline().split()[1]
+        finally:
+            proc.send_signal(signal.SIGKILL)
+    try:
+        yield txn_id
+    finally:
+        with TransactionAdmin(KafkaSettings(stack.bootstrap_servers)) as admin:
+            if any(t.transactional_id == txn_id for t in admin.open_transactions([topic])):
+                admin.fence(txn_id)
+
+
+def committed_count(stack: Endpoints, topic: str, settle_ms: int) -> int:
+    """Records a read_committed reader sees on partition 0 of `topic` in `settle_ms`."""
+    reader = KafkaConsumer(
+        bootstrap_servers=stack.bootstrap_servers,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+    )
+    try:
+        tp = TopicPartition(topic, 0)
+        reader.assign([tp])
+        reader.seek_to_beginning(tp)
+        return sum(len(r) for r in reader.poll(timeout_ms=settle_ms, max_records=10_000).values())
+    finally:
+        reader.close()
+
+
+def connect_offsets_topic(stack: Endpoints) -> str:
+    with Admin(KafkaSettings(stack.bootstrap_servers)) as admin:
+        (topic,) = [t for t in admin.list_topics() if t.endswith("connect-offsets")]
+    return topic
+
+
+def append_events(dsn: str, aggregate_type: str, count: int, first: int = 0) -> None:
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        for i in range(first, first + count):
+            Outbox().append(
+                conn,
+                NewEvent(
+                    aggregate_type=aggregate_type,
+                    aggregate_id=f"a-{i}",
+                    event_type="Held",
+                    aggregate_version=1,
+                    payload={"i": i},
+                ),
+            )
+
+
+def test_an_abandoned_transaction_on_an_outbox_topic_is_named_and_ended(
+    stack: Endpoints,
+) -> None:
+    topic = wire.topic_for(unique("held"))
+    with Admin(KafkaSettings(stack.bootstrap_servers)) as admin:
+        admin.create_topics([topic], partitions={topic: 1})
+    runner = CliRunner()
+    with abandoned_transaction(stack, topic, "k") as txn_id:
+        later = KafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+        for i in range(20):
+            later.send(topic, key=b"k", value=str(i).encode(), partition=0)
+        later.flush()
+        later.close()
+        # Safeguard off: nothing ends it, and no read_committed reader sees a later record.
+        assert committed_count(stack, topic, settle_ms=3000) == 0
+
+        doctor = runner.invoke(cli, ["doctor", "--max-transaction-age", "1", "--stuck-after", "0"])
+        assert doctor.exit_code == 1, doctor.output
+        (line,) = [x for x in doctor.output.splitlines() if txn_id in x]
+        assert line.startswith("FAIL  open transaction")
+        assert f"holds {topic}-0 open from offset 0" in line
+
+        # Its coordinator still knows it and will time it out: not ours to end unasked.
+        untouched = runner.invoke(cli, ["connectors", "heal", "--stuck-after", "1", "--json"])
+        assert untouched.exit_code == 0, untouched.output
+        assert [a for a in json.loads(untouched.output) if a["target"] == txn_id] == []
+
+        planned = runner.invoke(
+            cli, ["connectors", "heal", "--abort-older-than", "1", "--dry-run", "--json"]
+        )
+        assert [a["action"] for a in json.loads(planned.output) if a["target"] == txn_id] == [
+            "fence producer"
+        ]
+        assert committed_count(stack, topic, settle_ms=1000) == 0  # a dry run did nothing
+
+        healed = runner.invoke(
+            cli, ["connectors", "heal", "--abort-older-than", "1", "--stuck-after", "1", "--json"]
+        )
+        assert healed.exit_code == 0, healed.output
+        (action,) = [a for a in json.loads(healed.output) if a["target"] == txn_id]
+        assert action["outcome"].startswith("fenced")
+        assert committed_count(stack, topic, settle_ms=3000) == 20
+        after = runner.invoke(cli, ["doctor", "--max-transaction-age", "1", "--stuck-after", "0"])
+        assert txn_id not in after.output
+
+
+def test_the_abort_marker_frees_the_partition(
+    stack: Endpoints,
+) -> None:
+    """What `heal` does to a hanging transaction, done to an abandoned one: the abort
+    marker, with the coordinator epoch the partition last saw, frees the partition."""
+    topic = wire.topic_for(unique("abort"))
+    kafka = KafkaSettings(stack.bootstrap_servers)
+    with Admin(kafka) as admin:
+        admin.create_topics([topic], partitions={topic: 1})
+    with abandoned_transaction(stack, topic, "k") as txn_id:
+        later = KafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+        for i in range(10):
+            later.send(topic, key=b"k", value=str(i).encode(), partition=0)
+        later.flush()
+        later.close()
+        assert committed_count(stack, topic, settle_ms=2000) == 0
+        with TransactionAdmin(kafka) as admin:
+            (txn,) = admin.open_transactions([topic])
+            assert txn.transactional_id == txn_id
+            admin.abort(txn)
+            assert admin.open_transactions([topic]) == []
+        assert committed_count(stack, topic, settle_ms=3000) == 10
+
+
+def test_a_task_held_by_a_transaction_on_connects_offsets_is_named_and_healed(
+    stack: Endpoints, spec_file: Any
+) -> None:
+    path, name = spec_file()
+    runner = CliRunner()
+    applied = runner.invoke(cli, ["apply", str(path)])
+    assert applied.exit_code == 0, applied.output
+    aggregate_type = unique("stall")
+    topic = f"{name}.{aggregate_type}"
+    append_events(stack.dsn, aggregate_type, 3)
+    read_topic(stack, topic, expect=3)
+
+    with abandoned_transaction(stack, connect_offsets_topic(stack), NOBODYS_OFFSET_KEY):
+        append_events(stack.dsn, aggregate_type, 5, first=3)
+        doctor = runner.invoke(
+            cli, ["doctor", str(path), "--stuck-after", "15", "--max-transaction-age", "1"]
+        )
+        assert doctor.exit_code == 1, doctor.output
+        (stuck,) = [x for x in doctor.output.splitlines() if "connector progress" in x]
+        assert stuck.startswith("FAIL") and f"{name}: tasks RUNNING, but slot" in stuck
+        assert any(
+            x.startswith("FAIL  open transaction") and "connect-offsets-0" in x
+            for x in doctor.output.splitlines()
+        )
+        # Safeguard off: 15 s and more after the writes, the task RUNNING has published none.
+        assert len(read_topic(stack, topic, expect=3, settle_ms=2000, committed_only=True)) == 3
+        status = runner.invoke(cli, ["connectors", "status", name])
+        assert "FAILED" not in status.output
+
+        healed = runner.invoke(
+            cli, ["connectors", "heal", "--abort-older-than", "5", "--stuck-after", "30"]
+        )
+        assert healed.exit_code == 0, healed.output
+        assert "fence producer" in healed.output
+        assert len(read_topic(stack, topic, expect=8, timeout=60, committed_only=True)) == 8
+
+
+def test_the_supervisor_heals_a_stalled_task_and_counts_it(
+    stack: Endpoints, spec_file: Any
+) -> None:
+    path, name = spec_file()
+    applied = CliRunner().invoke(cli, ["apply", str(path)])
+    assert applied.exit_code == 0, applied.output
+    aggregate_type = unique("sup")
+    topic = f"{name}.{aggregate_type}"
+    append_events(stack.dsn, aggregate_type, 2)
+    read_topic(stack, topic, expect=2)
+    port = free_port()
+    supervisor = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "cdc-ctl"), "connectors", "supervise",
+            "--interval", "1",
+            "--abort-older-than", "10", "--stuck-after", "30", "--metrics-port", str(port),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **stack.as_env()},
+    )  # fmt: skip
+    try:
+        with abandoned_transaction(stack, connect_offsets_topic(stack), NOBODYS_OFFSET_KEY):
+            append_events(stack.dsn, aggregate_type, 4, first=2)
+            records = read_topic(stack, topic, expect=6, timeout=90, committed_only=True)
+            assert len(records) == 6
+        metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        fenced = 'cdcbox_heal_actions_total{action="fence producer"} 1.0'
+        assert fenced in metrics.splitlines(), metrics
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        _, log = supervisor.communicate(timeout=30)
+    assert supervisor.returncode == 0, log
+    (line,) = [x for x in log.splitlines() if "fence producer" in x]
+    assert "connect-offsets-0 open" in line
+    assert line.endswith("-> fenced: its coordinator aborted the transaction")

@@ -1,0 +1,95 @@
+"""The rules that decide what heals: when a transaction is hanging, and when a slot has
+stood still (issue 51). The real stalls are in tests/e2e/test_heal.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdcbox.kafka.transactions import OpenTransaction
+from cdcbox.ops.heal import watched_topics
+from cdcbox.ops.progress import ProgressWatch, SlotPosition
+from tests.helpers import FakeTime
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_000_000_000
+
+
+def known(**changes: object) -> OpenTransaction:
+    """A transaction its coordinator knows and holds open on this partition."""
+    fields: dict[str, object] = {
+        "topic": "outbox.event.order",
+        "partition": 0,
+        "producer_id": 7,
+        "producer_epoch": 3,
+        "coordinator_epoch": -1,
+        "first_offset": 10,
+        "last_write_ms": NOW - 5_000,
+        "transactional_id": "svc-1",
+        "coordinator_state": "Ongoing",
+        "coordinator_epoch_of_producer": 3,
+        "started_ms": NOW - 8_000,
+        "timeout_ms": 60_000,
+        "coordinator_has_partition": True,
+    }
+    fields.update(changes)
+    return OpenTransaction(**fields)  # type: ignore[arg-type]
+
+
+def test_a_transaction_its_coordinator_holds_open_is_not_hanging() -> None:
+    txn = known()
+    assert txn.hanging(NOW) is None
+    assert txn.age_s(NOW) == 8.0
+    assert txn.idle_s(NOW) == 5.0
+    assert txn.describe(NOW) == (
+        "svc-1 holds outbox.event.order-0 open from offset 10 for 8 s (last write 5 s ago)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"transactional_id": None}, "no coordinator knows its producer"),
+        ({"coordinator_state": "CompleteAbort"}, "its coordinator has it CompleteAbort"),
+        (
+            {"coordinator_epoch_of_producer": 4},
+            "its coordinator is at producer epoch 4, the partition at 3",
+        ),
+        (
+            {"coordinator_has_partition": False},
+            "its coordinator does not count this partition in it",
+        ),
+        ({"started_ms": NOW - 200_000}, "open past its own 60 s timeout"),
+    ],
+)
+def test_a_transaction_nothing_else_will_end_is_hanging(
+    changes: dict[str, object], reason: str
+) -> None:
+    assert known(**changes).hanging(NOW) == reason
+
+
+def test_an_unknown_transaction_is_aged_from_its_last_write() -> None:
+    txn = known(transactional_id=None, started_ms=None)
+    assert txn.age_s(NOW) == 5.0
+    assert txn.describe(NOW).startswith("producer 7 holds outbox.event.order-0")
+
+
+def test_kafkas_internal_topics_are_not_watched() -> None:
+    topics = ["__consumer_offsets", "b", "connect-offsets", "__transaction_state"]
+    assert watched_topics(topics) == ["b", "connect-offsets"]
+
+
+def test_a_slot_counts_as_still_only_at_one_position_with_wal_after_it() -> None:
+    clock = FakeTime()
+    watch = ProgressWatch(clock.clock)
+    assert watch.observe(SlotPosition("s", "0/10", 100)) == 0.0
+    clock.sleep(30)
+    assert watch.observe(SlotPosition("s", "0/10", 150)) == 30.0
+    clock.sleep(5)
+    assert watch.observe(SlotPosition("s", "0/20", 150)) == 0.0  # it moved
+    clock.sleep(40)
+    assert watch.observe(SlotPosition("s", "0/20", 0)) == 0.0  # caught up: nothing waits
+    clock.sleep(40)
+    assert watch.observe(SlotPosition("s", "0/20", 10)) == 0.0  # WAL again: the clock restarts
+    clock.sleep(1)
+    assert watch.observe(SlotPosition("s", "0/20", 10)) == 1.0
