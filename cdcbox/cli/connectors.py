@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,6 @@ from cdcbox.cli.common import settings as settings_of
 from cdcbox.connect import connectors as specs
 from cdcbox.connect.offsets import delete_forgetting_offsets
 from cdcbox.errors import UsageError
-from cdcbox.names import DbNames
 from cdcbox.ops import quarantine
 from cdcbox.ops.deploy import apply_checked, refuse_colliding_topics, spec_topics
 from cdcbox.resources import resource_dir
@@ -41,7 +39,7 @@ def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None
     """Validate, diff and upsert connector specs, then wait until they run."""
     s = settings_of(ctx)
     connect_client = s.connect_client()
-    loaded = specs.load_specs(_path(path), {**schema_defaults(s.names), **os.environ})
+    loaded = specs.load_specs(_path(path), names=s.names)
     if s.dsn and s.bootstrap_servers:
         refuse_colliding_topics(s.kafka(), spec_topics(loaded, s.dsn, s.names))
     for spec in loaded:
@@ -54,17 +52,6 @@ def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None
         for line in result.diff.lines():
             click.echo(f"  {line}")
         click.echo(f"{spec.label}: applied ({result.state})")
-
-
-def schema_defaults(names: DbNames) -> dict[str, str]:
-    """With `--schema`, the spec's table and publication default to that schema's."""
-    if names.schema == "public":
-        return {}
-    return {
-        "CDCBOX_OUTBOX_TABLE": names.outbox_qualified,
-        "CDCBOX_PUBLICATION": names.publication,
-        "CDCBOX_MESSAGE_PREFIX": names.message_prefix,
-    }
 
 
 def _progress(name: str) -> Callable[[str], None]:
@@ -84,10 +71,11 @@ def _progress(name: str) -> Callable[[str], None]:
 def diff_command(ctx: click.Context, path: Path | None, as_json: bool) -> None:
     """Show how the specs differ from the live connector configs; exit 1 if they do.
     Secrets are shown as their placeholders, or masked."""
-    connect = settings_of(ctx).connect_client()
+    s = settings_of(ctx)
+    connect = s.connect_client()
     found = [
         (spec, specs.diff(connect.config(spec.name), spec.config))
-        for spec in specs.load_specs(_path(path))
+        for spec in specs.load_specs(_path(path), names=s.names)
     ]
     if as_json:
         print_json([_diff_json(spec, change) for spec, change in found])

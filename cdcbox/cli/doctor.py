@@ -51,7 +51,7 @@ def doctor(
     checked (the DSN turned to it), Connect and Kafka once."""
     s = settings(ctx)
     rows: list[tuple[str, Check]] = []
-    specs = load_specs(spec_path or resource_dir("connectors"))
+    specs = load_specs(spec_path or resource_dir("connectors"), names=s.names)
     for index, spec in enumerate(specs):
         service = spec.service
         dsn, names = spec_database(spec, s.dsn, s.names) if s.dsn else (None, s.names)

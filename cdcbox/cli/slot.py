@@ -90,7 +90,7 @@ def slot_drop(
     """Drop an abandoned slot: refused while a connector (spec or live) names it or it
     holds outbox events not yet published, unless --force."""
     s = settings(ctx)
-    specs = load_specs(spec_path or resource_dir("connectors"))
+    specs = load_specs(spec_path or resource_dir("connectors"), names=s.names)
     client = s.connect_client() if s.connect_url else None
     try:
         claimed_by = connectors_using_slot(name, specs, client)

@@ -21,6 +21,7 @@ from cdcbox.connect.client import ConnectClient, check_connector_name
 from cdcbox.connect.exactly_once import fitted_to_worker
 from cdcbox.connect.services import Service, check_no_collisions, parse_service
 from cdcbox.errors import SpecError, UsageError
+from cdcbox.names import DbNames
 
 # The connector class of every spec in connectors/ and the plugin `doctor` looks for.
 DEBEZIUM_POSTGRES_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
@@ -182,11 +183,30 @@ def redact(config: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def load_specs(path: Path, env: Mapping[str, str] | None = None) -> list[ConnectorSpec]:
+def schema_defaults(names: DbNames) -> dict[str, str]:
+    """With a schema other than public (`--schema`), a spec's table, publication and
+    message prefix default to that schema's."""
+    if names.schema == "public":
+        return {}
+    return {
+        "CDCBOX_OUTBOX_TABLE": names.outbox_qualified,
+        "CDCBOX_PUBLICATION": names.publication,
+        "CDCBOX_MESSAGE_PREFIX": names.message_prefix,
+    }
+
+
+def load_specs(
+    path: Path, env: Mapping[str, str] | None = None, names: DbNames | None = None
+) -> list[ConnectorSpec]:
     """One spec file, or every *.yaml / *.yml / *.json file of a directory, sorted; the
     specs of a directory may not share a connector, slot, topic prefix, publication or
-    table (`check_no_collisions`)."""
-    env = dict(os.environ) if env is None else env
+    table (`check_no_collisions`). Every command renders specs here, so `apply`, `diff`,
+    `doctor` and `slot` see one config: `names`' schema fills the defaults of
+    `schema_defaults`, and `env` (the process environment when None) overrides them."""
+    env = {
+        **schema_defaults(names or DbNames()),
+        **(dict(os.environ) if env is None else env),
+    }
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml", ".json"})
         if not files:
