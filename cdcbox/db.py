@@ -11,7 +11,7 @@ import psycopg
 from psycopg import pq
 from psycopg.pq import TransactionStatus
 
-from cdcbox.errors import ConfigError, DatabaseUnavailable, SessionChanged
+from cdcbox.errors import ConfigError, DatabaseUnavailable, LoginRefused, SessionChanged
 from cdcbox.session import Session
 
 
@@ -77,10 +77,22 @@ def connect(
         raise ConfigError(f"the PostgreSQL DSN is malformed: {detail}") from None
     except psycopg.OperationalError as e:
         detail = _without(" ".join(str(e).split()), dsn)  # libpq's message spans lines
+        if _LOGIN_REFUSED.search(detail):
+            raise LoginRefused(
+                f"PostgreSQL at {describe_dsn(dsn)} refused the login: {detail} (check the "
+                "user and password of the DSN)"
+            ) from None
         raise DatabaseUnavailable(
             f"PostgreSQL at {describe_dsn(dsn)} is unreachable: {detail}".strip()
         ) from e
 
+
+# What libpq says when the server refused the login (its connection errors carry no
+# SQLSTATE): a wrong password, no pg_hba.conf entry, no such role, no password given.
+_LOGIN_REFUSED = re.compile(
+    r"authentication failed|no pg_hba\.conf entry|role \"[^\"]*\" does not exist|"
+    r"no password supplied"
+)
 
 # SQLSTATEs of a session the server ended: admin_shutdown, crash_shutdown,
 # cannot_connect_now. Class 08 is a lost or refused connection.

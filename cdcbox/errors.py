@@ -15,6 +15,12 @@ class ConfigError(CdcboxError, ValueError):
     """A setting, spec or argument is wrong; the message names it and the fix."""
 
 
+class LoginRefused(ConfigError):
+    """A server refused the login (a wrong user or password, no access to the database):
+    a configuration error that waiting never fixes, so no long-running command retries
+    it; the message is the driver's, without the password."""
+
+
 class UsageError(CdcboxError, RuntimeError):
     """The library was called in a way its contract forbids (e.g. outside a transaction)."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from cdcbox.errors import ConfigError, DatabaseUnavailable
+from cdcbox.errors import ConfigError, DatabaseUnavailable, LoginRefused
 
 SCHEMES = ("mariadb", "mysql")
 DEFAULT_PORT = 3306
@@ -102,9 +102,18 @@ def connect(dsn: str | MariaDbDsn, *, autocommit: bool = False, timeout_s: int =
             **options,
         )
     except pymysql.err.OperationalError as e:
-        raise DatabaseUnavailable(
-            f"MariaDB at {parsed.describe()} is unreachable: {e.args[-1] if e.args else e}"
-        ) from e
+        detail = e.args[-1] if e.args else e
+        if e.args and e.args[0] in _LOGIN_REFUSED:
+            raise LoginRefused(
+                f"MariaDB at {parsed.describe()} refused the login: {detail} (check the user "
+                "and password of the DSN, or its option file)"
+            ) from None
+        raise DatabaseUnavailable(f"MariaDB at {parsed.describe()} is unreachable: {detail}") from e
+
+
+# The server's error numbers for a refused login: ER_DBACCESS_DENIED_ERROR,
+# ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR.
+_LOGIN_REFUSED = {1044, 1045, 1698}
 
 
 def driver() -> Any:

@@ -28,7 +28,7 @@ from psycopg.conninfo import make_conninfo
 from cdcbox.connect.client import ConnectClient, tasks_by_id
 from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS
 from cdcbox.db import connect
-from cdcbox.errors import CdcboxError
+from cdcbox.errors import CdcboxError, ServiceUnavailable
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.transactions import OpenTransaction, TransactionAdmin
 from cdcbox.ops.progress import ProgressWatch, slot_position, stalled_for
@@ -152,7 +152,7 @@ class Healer:
                     else:
                         position = slot_position(conn, slot)
                         still = self.watch.observe(position) if position else 0.0
-            except CdcboxError:
+            except ServiceUnavailable:
                 continue  # a database this DSN cannot reach: not ours to judge
             if position is not None and still >= self.policy.stuck_after_s:
                 actions.append(

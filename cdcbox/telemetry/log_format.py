@@ -19,9 +19,10 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 # A password-like key and its quoted or bare value, as a dict's repr or key=value prints
-# them: kafka-python logs its admin client's whole configuration at DEBUG.
+# them: kafka-python logs its admin client's whole configuration at DEBUG. MariaDB's
+# "(using password: YES)" only says whether one was sent: it stays as the driver wrote it.
 _SECRET_VALUE = re.compile(
-    r"""(?P<key>['"]?\w*(?:password|secret|token)\w*['"]?\s*[:=]\s*)"""
+    r"""(?P<key>(?<!using )['"]?\w*(?:password|secret|token)\w*['"]?\s*[:=]\s*)"""
     r"""(?P<value>'[^']*'|"[^"]*"|[^\s,;}&]+)""",
     re.IGNORECASE,
 )

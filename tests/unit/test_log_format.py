@@ -125,3 +125,13 @@ def test_an_exceptions_text_and_traceback_are_redacted_too(
     assert "hunter2-exc" not in err and "pw9" not in err
     if fmt == "json":
         assert "RuntimeError" in json.loads(err.splitlines()[-1])["exception"]
+
+
+def test_the_drivers_own_words_about_a_password_are_not_taken_for_one() -> None:
+    """MariaDB's "(using password: YES)" says whether a password was sent; redacting
+    it garbled the message (issue 52, item 2). A real value still goes."""
+    line = "Access denied for user 'cdcbox'@'127.0.0.1' (using password: YES)"
+    assert log_format.redact(line) == line
+    assert log_format.redact("(using password: NO); password: hunter2") == (
+        "(using password: NO); password: '***'"
+    )
