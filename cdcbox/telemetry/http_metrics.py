@@ -10,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from cdcbox.errors import ConfigError
+
 Readiness = Callable[[], str | None]  # None when ready, else why not
 
 
@@ -21,7 +23,8 @@ def serve(
     readiness: Readiness | None = None,
 ) -> ThreadingHTTPServer:
     """Serve /metrics, /healthz (200 while `healthy` is set) and /readyz (200 while
-    healthy and `readiness` finds nothing missing, else 503 with the reason)."""
+    healthy and `readiness` finds nothing missing, else 503 with the reason). An address
+    that cannot be bound (taken, or not this host's) is a `ConfigError` naming it."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -51,6 +54,12 @@ def serve(
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot serve metrics on {host}:{port}: {e.strerror or e} (choose another "
+            "--metrics-port, or --metrics-host)"
+        ) from None
     threading.Thread(target=server.serve_forever, name="cdcbox-metrics", daemon=True).start()
     return server
