@@ -201,6 +201,17 @@ def migrate(
     return applied_now
 
 
+def ensure_schema(conn: psycopg.Connection[Any], names: DbNames) -> bool:
+    """Create `names`' schema when the database has none of that name; True when it was
+    created now (`db migrate --schema S` says so)."""
+    with conn.transaction():
+        missing = conn.execute("SELECT to_regnamespace(%s) IS NULL", (names.schema,)).fetchone()
+        if missing is None or not missing[0]:
+            return False
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(names.schema)))
+    return True
+
+
 def refuse_mode_change(done: set[str], mode: RelayMode, names: DbNames) -> None:
     """`UsageError` when the messages mode is asked of a schema migrated for a table
     relay, or the reverse: its connector would publish the other mode's events twice or

@@ -14,7 +14,7 @@ from cdcbox.connect.services import Service
 from cdcbox.db import connect
 from cdcbox.errors import UsageError
 from cdcbox.mariadb.connection import is_mariadb_dsn
-from cdcbox.migrate import PARTS, RELAY_MODES, Part, RelayMode, migrate, render_sql
+from cdcbox.migrate import PARTS, RELAY_MODES, Part, RelayMode, ensure_schema, migrate, render_sql
 from cdcbox.ops.message_checks import reads_messages
 from cdcbox.stack.secrets import read_password_properties
 
@@ -98,6 +98,8 @@ def migrate_command(
         relay = relay or ("messages" if reads_messages(spec.config) else None)
     relay = relay or "cdc"
     with connect(dsn) as conn:
+        if ensure_schema(conn, names):
+            click.echo(f"created schema {names.schema}")
         applied = migrate(
             conn,
             names=names,

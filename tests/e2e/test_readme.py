@@ -48,6 +48,7 @@ MARKERS = (
     "registered = Catalogue.load(",
     "outbox = MariaDbOutbox()",  # tests/integration/test_mariadb_outbox.py
     "def handle(self, event: Event, conn: Session)",  # tests/e2e/test_mariadb_consumer.py
+    "serialize = AvroSerializer(registry",  # tests/e2e/test_schema_registry.py
 )
 
 

@@ -31,6 +31,7 @@ from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.conftest import count_effects, effects, recording_handler
 from tests.e2e.test_avro_events import append_order
 from tests.e2e.test_consumer_failures import dead_letters
+from tests.e2e.test_readme import ROOT, block
 from tests.helpers import eventually, unavailable, unique
 
 pytestmark = pytest.mark.e2e
@@ -138,6 +139,32 @@ def test_records_confluents_serializer_wrote_are_applied_by_a_handler(
         {**ORDER, "channel": "web"},  # v1 bytes, v2 reader: the default
         {**ORDER, "order_id": "o2", "channel": "app"},
     ]
+
+
+def test_the_guides_producer_outside_cdcbox_reaches_a_handler(
+    stack: Endpoints, run_consumer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Avro guide's example of a producer that is not cdcbox (confluent-kafka's
+    producer and serializer, the headers the guide names), run as written but for the
+    stack's addresses and a topic of its own: a cdcbox handler applies its record, with
+    its event id and version."""
+    monkeypatch.chdir(ROOT)
+    aggregate_type, consumer = unique("order"), unique("c")
+    example = (
+        block("serialize = AvroSerializer(registry")
+        .replace("http://127.0.0.1:28081/apis/ccompat/v7", registry_url(stack))
+        .replace("127.0.0.1:59092", stack.bootstrap_servers)
+        .replace('"outbox.event.order"', repr(wire.topic_for(aggregate_type)))
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs (producer outside cdcbox)", "exec"), namespace)  # noqa: S102
+    handler = recording_handler(consumer, aggregate_type, {"OrderCreated"})
+    with run_consumer([handler], group=consumer, schemas=registered_catalogue(stack)):
+        eventually(lambda: count_effects(stack.dsn, consumer) == 1, what="the record")
+    with psycopg.connect(stack.dsn) as conn:
+        ((_, aggregate_id, version, headers, payload),) = effects(conn, consumer)
+    assert (aggregate_id, version, headers["event_type"]) == ("o-42", 1, "OrderCreated")
+    assert payload == namespace["order"]
 
 
 def test_a_schema_id_the_registry_lacks_is_dead_lettered_naming_it(

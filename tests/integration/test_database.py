@@ -12,9 +12,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
 from cdcbox.avro import Catalogue
+from cdcbox.cli.main import cli
 from cdcbox.consumer import ConsumerConfig, ConsumerStats, Outcome, RetryPolicy
 from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.handler import Handler
@@ -852,3 +854,26 @@ def checked_table(db: psycopg.Connection[Any]) -> str:
     )
     db.commit()
     return table
+
+
+def test_migrate_creates_the_schema_it_is_given_and_says_so(database: str) -> None:
+    """Issue 52, item 4: `--schema S` on a database without S failed with PostgreSQL's
+    'schema "S" does not exist'; migrate now creates it, once, and says so."""
+    schema = f"fresh_{uuid.uuid4().hex[:10]}"
+    runner = CliRunner()
+    first = runner.invoke(
+        cli, ["--dsn", database, "--schema", schema, "db", "migrate", "--no-slot"]
+    )
+    assert first.exit_code == 0, first.output
+    assert first.output.splitlines()[0] == f"created schema {schema}"
+    again = runner.invoke(
+        cli, ["--dsn", database, "--schema", schema, "db", "migrate", "--no-slot"]
+    )
+    assert again.output.strip() == "database is up to date"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        conn.execute(
+            sql.SQL("DROP PUBLICATION IF EXISTS {}").format(
+                sql.Identifier(DbNames(schema=schema).publication)
+            )
+        )
