@@ -115,6 +115,7 @@ def supervise_command(
     cdcbox_heal_actions_total{action} (on --metrics-port)."""
     configure_log(log_level.upper(), log_format)
     healer = _healer(ctx, abort_older_than, stuck_after)
+    healer.check_login()
     metrics = HealMetrics()
     stop = threading.Event()
     if metrics_port is not None:

@@ -17,7 +17,7 @@ from rich.live import Live
 from cdcbox.cli.common import Settings, settings, stop_on_signals
 from cdcbox.errors import ConfigError
 from cdcbox.observe.exporter import serve_exporter
-from cdcbox.observe.pipeline_state import ServiceDb, Sources, read_state
+from cdcbox.observe.pipeline_state import ServiceDb, Sources, check_logins, read_state
 from cdcbox.observe.top_view import frame
 
 
@@ -142,6 +142,7 @@ def exporter(
     Prometheus on /metrics, one fresh reading per scrape, until SIGTERM/SIGINT; with
     --service, each service's outbox and inbox with a `service` label."""
     sources = _sources(settings(ctx), groups, consumers, services)
+    check_logins(sources)
     server = serve_exporter(sources, metrics_host, metrics_port)
     click.echo(f"exporter: serving http://{metrics_host}:{metrics_port}/metrics", err=True)
     stop = threading.Event()

@@ -24,7 +24,7 @@ from psycopg import sql
 
 from cdcbox.connect.client import ConnectClient, tasks_by_id
 from cdcbox.db import connect
-from cdcbox.errors import CdcboxError, UsageError
+from cdcbox.errors import CdcboxError, ServiceUnavailable, UsageError
 from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
 from cdcbox.kafka.lag import records_behind
 from cdcbox.migrate import recorded_relay_mode
@@ -155,6 +155,17 @@ class PipelineState:
     errors: dict[str, str] = field(default_factory=dict)  # source → why it was not read
     parked: Sequence[ParkedCount] = ()
     inbox_sizes: Sequence[InboxSize] = ()
+
+
+def check_logins(sources: Sources) -> None:
+    """Log in to each database once: a refused login (`LoginRefused`) is raised, for a
+    long-running reader to exit on; a database that does not answer is left to the
+    readings, which report it."""
+    for database in sources.databases():
+        try:
+            connect(database.dsn).close()
+        except ServiceUnavailable:
+            continue
 
 
 def read_state(sources: Sources) -> PipelineState:

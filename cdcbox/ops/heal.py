@@ -85,6 +85,16 @@ class Healer:
         self.policy = policy
         self.watch = ProgressWatch(clock)
 
+    def check_login(self) -> None:
+        """Log in to the DSN's database once: a refused login (`LoginRefused`) is raised,
+        for the supervisor to exit on; one that does not answer is for later rounds."""
+        if self.dsn is None:
+            return
+        try:
+            connect(self.dsn).close()
+        except ServiceUnavailable:
+            return
+
     # --- finding ---------------------------------------------------------------------
     def failed(self) -> list[HealAction]:
         """Connectors and tasks in state FAILED."""

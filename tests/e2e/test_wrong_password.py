@@ -62,6 +62,8 @@ def error_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
 COMMANDS = {
     "relay run": ("relay", "run", "--no-listen"),
     "consume": ("consume", "tests.faults.handlers:EffectHandler", "--group", "wrong-password"),
+    "exporter": ("exporter", "--metrics-port", "0"),
+    "connectors supervise": ("connectors", "supervise"),
 }
 
 
