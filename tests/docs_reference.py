@@ -26,8 +26,10 @@ from cdcbox.observe.pipeline_state import (
     PartitionLag,
     PipelineState,
     Sources,
+    TransactionState,
 )
 from cdcbox.ops.slots import SlotStatus
+from cdcbox.ops.supervisor import HealMetrics
 from cdcbox.relay.worker import RelayMetrics
 from cdcbox.telemetry.build_info import register_build_info
 
@@ -131,6 +133,7 @@ def _exporter() -> list[Metric]:
         connectors=[ConnectorState("c", "RUNNING", ("RUNNING",))],
         lags=[PartitionLag("g", "t", 0, 0)],
         parked=[ParkedCount("c", 1)],
+        transactions=[TransactionState("t", 0, "svc-1", 1.0, hanging=False)],
     )
     sources = Sources(dsn="postgresql://x", kafka=KafkaSettings("k:9092"))
     metrics = metrics_of(state, sources)
@@ -159,6 +162,11 @@ def metrics_page() -> str:
         "",
         *header,
         *_families(_registry(relay := RelayMetrics().registry), _label_names(relay)),
+        "",
+        "## The supervisor (`cdc-ctl connectors supervise --metrics-port`)",
+        "",
+        *header,
+        *_families(_registry(healer := HealMetrics().registry), _label_names(healer)),
         "",
         "## The pipeline exporter (`cdc-ctl exporter`)",
         "",

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from cdcbox.connect.wal_peek import parse_lsn
 from cdcbox.observe.pipeline_state import (
     RECENT_S,
     OutboxState,
@@ -50,6 +51,7 @@ def metrics_of(state: PipelineState, sources: Sources) -> list[Metric]:
         up.add_metric([source], 0.0 if source in state.errors else 1.0)
     labelled = bool(sources.services)
     read_postgres = any(Sources.source_name(d) not in state.errors for d in sources.databases())
+    read_kafka = sources.kafka is not None and "kafka" not in state.errors
     return [
         up,
         *_outbox(state.outboxes, labelled),
@@ -58,6 +60,7 @@ def metrics_of(state: PipelineState, sources: Sources) -> list[Metric]:
         *(_parked(state, labelled) if read_postgres else []),
         *_connectors(state),
         *_lags(state),
+        *(_transactions(state) if read_kafka else []),
     ]
 
 
@@ -106,10 +109,24 @@ def _slots(state: PipelineState) -> list[Metric]:
     active = GaugeMetricFamily(
         "cdcbox_slot_active", "1 while a client streams from the slot", labels=["slot"]
     )
+    confirmed = GaugeMetricFamily(
+        "cdcbox_slot_confirmed_lsn",
+        "The slot's confirmed position as a byte offset in the WAL: standing still while "
+        "cdcbox_slot_unconfirmed_wal_bytes > 0, its connector publishes nothing",
+        labels=["slot"],
+    )
+    unconfirmed = GaugeMetricFamily(
+        "cdcbox_slot_unconfirmed_wal_bytes",
+        "WAL written after the slot's confirmed position",
+        labels=["slot"],
+    )
     for slot in state.slots:
         retained.add_metric([slot.name], slot.retained_bytes)
         active.add_metric([slot.name], 1.0 if slot.active else 0.0)
-    return [retained, active]
+        unconfirmed.add_metric([slot.name], slot.unconfirmed_bytes)
+        if slot.confirmed_flush_lsn:
+            confirmed.add_metric([slot.name], parse_lsn(slot.confirmed_flush_lsn))
+    return [retained, active, confirmed, unconfirmed]
 
 
 def _inbox(state: PipelineState, labelled: bool) -> list[Metric]:
@@ -172,6 +189,23 @@ def _connectors(state: PipelineState) -> list[Metric]:
             is_running = 1.0 if task_state == "RUNNING" else 0.0
             running.add_metric([c.name, str(task), task_state], is_running)
     return [running]
+
+
+def _transactions(state: PipelineState) -> list[Metric]:
+    age = GaugeMetricFamily(
+        "cdcbox_kafka_open_transaction_seconds",
+        "Age of each Kafka transaction open on a partition (it holds back the partition's "
+        "read_committed readers: consumers, and Connect's reads of its offsets topic)",
+        labels=["topic", "partition", "owner"],
+    )
+    hanging = GaugeMetricFamily(
+        "cdcbox_kafka_hanging_transactions",
+        "Open transactions nothing but an abort will end (`cdc-ctl connectors heal`)",
+    )
+    for t in state.transactions:
+        age.add_metric([t.topic, str(t.partition), t.owner], t.age_s)
+    hanging.add_metric([], sum(1 for t in state.transactions if t.hanging))
+    return [age, hanging]
 
 
 def _lags(state: PipelineState) -> list[Metric]:

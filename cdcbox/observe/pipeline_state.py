@@ -27,8 +27,10 @@ from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, ServiceUnavailable, UsageError
 from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
 from cdcbox.kafka.lag import records_behind
+from cdcbox.kafka.transactions import TransactionAdmin
 from cdcbox.migrate import recorded_relay_mode
 from cdcbox.names import DbNames
+from cdcbox.ops.heal import watched_topics
 from cdcbox.ops.slots import SlotStatus, slot_status
 
 
@@ -107,6 +109,19 @@ class PartitionLag:
 
 
 @dataclass(frozen=True)
+class TransactionState:
+    """A Kafka transaction open on one partition (it holds back the partition's
+    read_committed readers): its owner (transactional id, or `producer N` when no
+    coordinator knows it), its age, and whether nothing but an abort will end it."""
+
+    topic: str
+    partition: int
+    owner: str
+    age_s: float
+    hanging: bool
+
+
+@dataclass(frozen=True)
 class ServiceDb:
     """One service's database, read for its outbox and inbox; `name` labels its lines."""
 
@@ -155,6 +170,7 @@ class PipelineState:
     errors: dict[str, str] = field(default_factory=dict)  # source → why it was not read
     parked: Sequence[ParkedCount] = ()
     inbox_sizes: Sequence[InboxSize] = ()
+    transactions: Sequence[TransactionState] = ()
 
 
 def check_logins(sources: Sources) -> None:
@@ -178,6 +194,7 @@ def read_state(sources: Sources) -> PipelineState:
     sizes: list[InboxSize] = []
     connectors: Sequence[ConnectorState] = ()
     lags: Sequence[PartitionLag] = ()
+    transactions: Sequence[TransactionState] = ()
     for database in sources.databases():
         try:
             with connect(database.dsn) as conn:
@@ -197,11 +214,21 @@ def read_state(sources: Sources) -> PipelineState:
     if sources.kafka is not None:
         try:
             lags = read_lags(sources.kafka, sources.groups)
+            transactions = read_transactions(sources.kafka)
         except CdcboxError as e:
             errors["kafka"] = _one_line(e)
     ordered_slots = [slots[name] for name in sorted(slots)]
     return PipelineState(
-        time.time(), outboxes, ordered_slots, inbox, connectors, lags, errors, parked, sizes
+        time.time(),
+        outboxes,
+        ordered_slots,
+        inbox,
+        connectors,
+        lags,
+        errors,
+        parked,
+        sizes,
+        transactions,
     )
 
 
@@ -333,6 +360,23 @@ def read_lags(kafka: KafkaSettings, patterns: Sequence[str] = ()) -> list[Partit
         PartitionLag(group, tp.topic, tp.partition, lag)
         for group, lags in behind.items()
         for tp, lag in sorted(lags.items())
+    ]
+
+
+def read_transactions(kafka: KafkaSettings) -> list[TransactionState]:
+    """Every transaction open on a topic but Kafka's internal ones."""
+    with TransactionAdmin(kafka) as admin:
+        found = admin.open_transactions(watched_topics(admin.list_topics()))
+    now_ms = int(time.time() * 1000)
+    return [
+        TransactionState(
+            t.topic,
+            t.partition,
+            t.transactional_id or f"producer {t.producer_id}",
+            t.age_s(now_ms),
+            t.hanging(now_ms) is not None,
+        )
+        for t in found
     ]
 
 

@@ -1,5 +1,6 @@
 """`cdc-ctl top`'s frame: a `PipelineState` (and the one before it, for rates) drawn as
-rich tables — outbox, slots, connectors, consumers, consumer-group lag."""
+rich tables — outbox, slots, connectors, open Kafka transactions (when there are any),
+consumers, consumer-group lag."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def frame(current: PipelineState, previous: PipelineState | None = None) -> Rend
         parts.append(Text(f"{source}: not read ({why})", style="red"))
     parts += [
         _outbox(current, previous, seconds),
-        _slots(current),
+        _slots(current, previous),
         _connectors(current),
+        *([_transactions(current)] if current.transactions else []),
         _consumers(current, previous, seconds),
         _lags(current),
     ]
@@ -80,20 +82,47 @@ def _emit(ready: bool | None) -> str | Text:
     return "ready" if ready else Text("REFUSING (slot)", style="bold red")
 
 
-def _slots(current: PipelineState) -> Table:
+def _slots(current: PipelineState, previous: PipelineState | None = None) -> Table:
+    """Each slot; "still" marks one whose confirmed position has not moved since the last
+    frame though WAL waits after it (its connector publishes nothing: runbook 8)."""
     table = Table(title="replication slots", title_justify="left")
     table.add_column("slot")
     table.add_column("database")
     table.add_column("active")
     table.add_column("WAL retained", justify="right")
+    table.add_column("unconfirmed", justify="right")
+    table.add_column("confirmed")
     table.add_column("wal_status")
+    before = {s.name: s.confirmed_flush_lsn for s in previous.slots} if previous else {}
     for slot in current.slots:
+        still = slot.unconfirmed_bytes > 0 and before.get(slot.name) == slot.confirmed_flush_lsn
         table.add_row(
             slot.name,
             slot.database or "-",
             "yes" if slot.active else Text("no", style="yellow"),
             f"{slot.retained_bytes / 1_048_576:,.1f} MiB",
+            f"{slot.unconfirmed_bytes:,} B",
+            Text(f"{slot.confirmed_flush_lsn} still", style="bold red")
+            if still
+            else slot.confirmed_flush_lsn or "-",
             slot.wal_status or "-",
+        )
+    return table
+
+
+def _transactions(current: PipelineState) -> Table:
+    """Kafka transactions open on a partition, oldest first (runbook 8)."""
+    table = Table(title="open Kafka transactions", title_justify="left")
+    table.add_column("partition")
+    table.add_column("owner")
+    table.add_column("open", justify="right")
+    table.add_column("")
+    for t in sorted(current.transactions, key=lambda t: -t.age_s):
+        table.add_row(
+            f"{t.topic}-{t.partition}",
+            t.owner,
+            f"{t.age_s:,.0f} s",
+            Text("HANGING", style="bold red") if t.hanging else "",
         )
     return table
 

@@ -36,6 +36,9 @@ class SlotStatus:
     retained_bytes: int
     wal_status: str | None
     database: str | None = None  # the database a logical slot streams (None: physical)
+    # WAL written after the confirmed position: what the slot's client has still to
+    # confirm (0 for a slot that confirmed nothing yet).
+    unconfirmed_bytes: int = 0
 
 
 def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
@@ -44,7 +47,9 @@ def slot_status(conn: psycopg.Connection[Any]) -> list[SlotStatus]:
             "SELECT slot_name, plugin, slot_type, active, restart_lsn::text, "
             "confirmed_flush_lsn::text, "
             "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn), 0)::bigint, "
-            "wal_status, database FROM pg_replication_slots ORDER BY slot_name"
+            "wal_status, database, "
+            "coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint "
+            "FROM pg_replication_slots ORDER BY slot_name"
         ).fetchall()
     return [SlotStatus(*r) for r in rows]
 

@@ -29,6 +29,8 @@ from cdcbox import wire
 from cdcbox.cli.main import cli
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.transactions import TransactionAdmin
+from cdcbox.observe.pipeline_state import Sources, read_state
+from cdcbox.ops.slots import SlotStatus
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.topics import read_topic
@@ -100,6 +102,14 @@ def append_events(dsn: str, aggregate_type: str, count: int, first: int = 0) -> 
             )
 
 
+def slot_reading(stack: Endpoints, connector: str) -> SlotStatus:
+    """The connector's slot as the exporter reads it (spec_file names it after it)."""
+    (slot,) = [
+        s for s in read_state(Sources(dsn=stack.dsn)).slots if s.name == connector.replace("-", "_")
+    ]
+    return slot
+
+
 def test_an_abandoned_transaction_on_an_outbox_topic_is_named_and_ended(
     stack: Endpoints,
 ) -> None:
@@ -115,6 +125,11 @@ def test_an_abandoned_transaction_on_an_outbox_topic_is_named_and_ended(
         later.close()
         # Safeguard off: nothing ends it, and no read_committed reader sees a later record.
         assert committed_count(stack, topic, settle_ms=3000) == 0
+
+        # The exporter and top read it too.
+        reading = read_state(Sources(kafka=KafkaSettings(stack.bootstrap_servers)))
+        (held,) = [t for t in reading.transactions if t.owner == txn_id]
+        assert (held.topic, held.partition, held.hanging) == (topic, 0, False)
 
         doctor = runner.invoke(cli, ["doctor", "--max-transaction-age", "1", "--stuck-after", "0"])
         assert doctor.exit_code == 1, doctor.output
@@ -184,9 +199,14 @@ def test_a_task_held_by_a_transaction_on_connects_offsets_is_named_and_healed(
 
     with abandoned_transaction(stack, connect_offsets_topic(stack), NOBODYS_OFFSET_KEY):
         append_events(stack.dsn, aggregate_type, 5, first=3)
+        before = slot_reading(stack, name)
         doctor = runner.invoke(
             cli, ["doctor", str(path), "--stuck-after", "15", "--max-transaction-age", "1"]
         )
+        # What the exporter serves stood still meanwhile, with WAL after it.
+        after = slot_reading(stack, name)
+        assert after.confirmed_flush_lsn == before.confirmed_flush_lsn
+        assert after.unconfirmed_bytes > 0
         assert doctor.exit_code == 1, doctor.output
         (stuck,) = [x for x in doctor.output.splitlines() if "connector progress" in x]
         assert stuck.startswith("FAIL") and f"{name}: tasks RUNNING, but slot" in stuck

@@ -4,6 +4,7 @@ stack in tests/e2e/test_metrics.py and test_top.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -23,6 +24,7 @@ from cdcbox.observe.pipeline_state import (
     PipelineState,
     ServiceDb,
     Sources,
+    TransactionState,
 )
 from cdcbox.observe.top_view import MAX_LAG_ROWS, frame
 from cdcbox.ops.slots import SlotStatus
@@ -155,3 +157,32 @@ def test_with_services_each_database_is_a_source_and_its_lines_are_named() -> No
         line.split()[:2] == ["orders", "7"] for line in frame_text.replace("│", " ").splitlines()
     ), frame_text
     assert "points-service" in frame_text and "shop" in frame_text
+
+
+def test_a_still_slot_and_open_transactions_are_shown_and_exported() -> None:
+    """Issue 51: a slot whose confirmed position did not move between two readings while
+    WAL waits after it is marked "still" in top; the exporter serves its position and
+    unconfirmed WAL, and each open transaction's age, with the hanging ones counted."""
+    stuck = dataclasses.replace(SLOT, confirmed_flush_lsn="0/5", unconfirmed_bytes=4096)
+    held = [
+        TransactionState("cdcbox-connect-offsets", 0, "svc-1", 75.0, hanging=False),
+        TransactionState("outbox.event.order", 2, "producer 9", 900.0, hanging=True),
+    ]
+    first = state(100.0, 1, 1, slots=[stuck])
+    second = state(105.0, 1, 1, slots=[stuck], transactions=held)
+    text = render(second, first)
+    assert "0/5 still" in text and "4,096 B" in text
+    assert "0/5 still" not in render(second)  # nothing to compare with: not judged
+    rows = [line for line in text.splitlines() if "producer 9" in line or "svc-1" in line]
+    assert "outbox.event.order-2" in rows[0] and "HANGING" in rows[0]  # the oldest first
+    assert "cdcbox-connect-offsets-0" in rows[1] and "HANGING" not in rows[1]
+    assert "open Kafka transactions" not in render(first)
+
+    served = exposition(metrics_of(second, Sources(dsn="x", kafka=KafkaSettings("k:9092"))))
+    assert 'cdcbox_slot_confirmed_lsn{slot="cdcbox_outbox"} 5.0' in served
+    assert 'cdcbox_slot_unconfirmed_wal_bytes{slot="cdcbox_outbox"} 4096.0' in served
+    assert (
+        'cdcbox_kafka_open_transaction_seconds{owner="svc-1",partition="0",'
+        'topic="cdcbox-connect-offsets"} 75.0' in served
+    )
+    assert "cdcbox_kafka_hanging_transactions 1.0" in served
