@@ -18,7 +18,7 @@ from cdcbox.cli.common import Settings, settings, stop_on_signals
 from cdcbox.errors import ConfigError
 from cdcbox.observe.exporter import serve_exporter
 from cdcbox.observe.pipeline_state import ServiceDb, Sources, check_logins, read_state
-from cdcbox.observe.top_view import frame
+from cdcbox.observe.top_view import SlotClock, frame
 
 
 def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -107,17 +107,20 @@ def top(
     sources = _sources(settings(ctx), groups, consumers, services)
     # Not a terminal (a pipe, a file): wide enough that no column is cut.
     console = Console() if sys.stdout.isatty() else Console(width=160)
+    clock = SlotClock()
     previous = read_state(sources)
+    clock.observe(previous)
     if once:
         time.sleep(interval)  # the two readings a rate needs, `interval` apart
-        console.print(frame(read_state(sources), previous))
+        current = read_state(sources)
+        console.print(frame(current, previous, clock.observe(current)))
         return
     stop = threading.Event()
     stop_on_signals(stop.set)
     with Live(frame(previous), console=console, auto_refresh=False, screen=False) as live:
         while not stop.wait(interval):
             current = read_state(sources)
-            live.update(frame(current, previous), refresh=True)
+            live.update(frame(current, previous, clock.observe(current)), refresh=True)
             previous = current
 
 

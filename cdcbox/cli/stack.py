@@ -209,6 +209,15 @@ def stack() -> None:
     help="Also MariaDB (Debian's mariadb-server, installed when absent) on port 23306, for "
     "services whose outbox lives there; `stack env` then exports CDCBOX_MARIADB_DSN.",
 )
+@click.option(
+    "--supervisor/--no-supervisor",
+    "with_supervisor",
+    default=True,
+    envvar="CDCBOX_STACK_SUPERVISOR",
+    help="`cdc-ctl connectors supervise` beside Connect (its /metrics on port 59110): it "
+    "restarts FAILED or stuck tasks and ends Kafka transactions that hold readers back "
+    "[on].",
+)
 def up(
     config: StackConfig,
     mode: str | None,
@@ -220,9 +229,10 @@ def up(
     exactly_once: str,
     with_registry: bool,
     with_mariadb: bool,
+    with_supervisor: bool,
 ) -> None:
-    """Start PostgreSQL, the schema registry, Kafka and Kafka Connect; wait until each
-    answers."""
+    """Start PostgreSQL, the schema registry, Kafka, Kafka Connect and the supervisor;
+    wait until each answers."""
     config = dataclasses.replace(
         config,
         brokers=int(brokers),
@@ -233,6 +243,7 @@ def up(
         exactly_once=cast(ExactlyOnce, exactly_once),
         with_registry=with_registry,
         with_mariadb=with_mariadb,
+        with_supervisor=with_supervisor,
     )
     _show_steps()
     endpoints = runner.up(config, cast("Mode | None", mode))

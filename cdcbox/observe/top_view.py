@@ -4,7 +4,9 @@ consumers, consumer-group lag."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from rich.console import Group, RenderableType
@@ -12,13 +14,39 @@ from rich.table import Table
 from rich.text import Text
 
 from cdcbox.observe.pipeline_state import RECENT_S, PipelineState
+from cdcbox.ops.progress import ProgressWatch, SlotPosition
 
 # The lag table shows the partitions furthest behind first, at most this many.
 MAX_LAG_ROWS = 12
 
 
-def frame(current: PipelineState, previous: PipelineState | None = None) -> RenderableType:
-    """One frame; rates are per second between `previous` and `current` ("-" without)."""
+# A slot still this long with WAL after it is marked: the specs' heartbeat moves a
+# healthy connector's slot every 10 s, idle or not.
+STILL_MARK_S = 30.0
+
+
+class SlotClock:
+    """Since when each slot has stood still with WAL after it, across `top`'s frames."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._watch = ProgressWatch(clock)
+
+    def observe(self, state: PipelineState) -> dict[str, float]:
+        return {
+            s.name: self._watch.observe(
+                SlotPosition(s.name, s.confirmed_flush_lsn or "", s.unconfirmed_bytes)
+            )
+            for s in state.slots
+        }
+
+
+def frame(
+    current: PipelineState,
+    previous: PipelineState | None = None,
+    still: Mapping[str, float] | None = None,
+) -> RenderableType:
+    """One frame; rates are per second between `previous` and `current` ("-" without);
+    `still`: seconds each slot has stood still with WAL after it (`SlotClock`)."""
     seconds = current.taken_at - previous.taken_at if previous is not None else 0.0
     parts: list[RenderableType] = [
         Text(
@@ -30,7 +58,7 @@ def frame(current: PipelineState, previous: PipelineState | None = None) -> Rend
         parts.append(Text(f"{source}: not read ({why})", style="red"))
     parts += [
         _outbox(current, previous, seconds),
-        _slots(current, previous),
+        _slots(current, still or {}),
         _connectors(current),
         *([_transactions(current)] if current.transactions else []),
         _consumers(current, previous, seconds),
@@ -82,9 +110,9 @@ def _emit(ready: bool | None) -> str | Text:
     return "ready" if ready else Text("REFUSING (slot)", style="bold red")
 
 
-def _slots(current: PipelineState, previous: PipelineState | None = None) -> Table:
-    """Each slot; "still" marks one whose confirmed position has not moved since the last
-    frame though WAL waits after it (its connector publishes nothing: runbook 8)."""
+def _slots(current: PipelineState, still: Mapping[str, float]) -> Table:
+    """Each slot; one that has stood still `STILL_MARK_S` or longer with WAL after it is
+    marked (its connector publishes nothing: runbook 8)."""
     table = Table(title="replication slots", title_justify="left")
     table.add_column("slot")
     table.add_column("database")
@@ -93,18 +121,18 @@ def _slots(current: PipelineState, previous: PipelineState | None = None) -> Tab
     table.add_column("unconfirmed", justify="right")
     table.add_column("confirmed")
     table.add_column("wal_status")
-    before = {s.name: s.confirmed_flush_lsn for s in previous.slots} if previous else {}
     for slot in current.slots:
-        still = slot.unconfirmed_bytes > 0 and before.get(slot.name) == slot.confirmed_flush_lsn
+        seconds = still.get(slot.name, 0.0)
+        confirmed = slot.confirmed_flush_lsn or "-"
         table.add_row(
             slot.name,
             slot.database or "-",
             "yes" if slot.active else Text("no", style="yellow"),
             f"{slot.retained_bytes / 1_048_576:,.1f} MiB",
             f"{slot.unconfirmed_bytes:,} B",
-            Text(f"{slot.confirmed_flush_lsn} still", style="bold red")
-            if still
-            else slot.confirmed_flush_lsn or "-",
+            Text(f"{confirmed} still {seconds:.0f} s", style="bold red")
+            if seconds >= STILL_MARK_S
+            else confirmed,
             slot.wal_status or "-",
         )
     return table

@@ -61,6 +61,28 @@ class HealAction:
         return f"{self.kind} {self.target}: {self.reason}"
 
 
+class RestartBackoff:
+    """When a target may be restarted again: at once the first time, then after
+    `first_s`, doubling up to `max_s` (a task that FAILS on every start, on a poison
+    record, is not restarted every round; `connectors quarantine` is its remedy)."""
+
+    def __init__(
+        self, clock: Callable[[], float], first_s: float = 30.0, max_s: float = 600.0
+    ) -> None:
+        self._clock = clock
+        self.first_s, self.max_s = first_s, max_s
+        self._next: dict[str, tuple[float, float]] = {}  # target -> (not before, interval)
+
+    def allows(self, target: str) -> bool:
+        entry = self._next.get(target)
+        return entry is None or self._clock() >= entry[0]
+
+    def restarted(self, target: str) -> None:
+        _, interval = self._next.get(target, (0.0, self.first_s / 2))
+        interval = min(interval * 2, self.max_s)
+        self._next[target] = (self._clock() + interval, interval)
+
+
 def watched_topics(topics: Iterable[str]) -> list[str]:
     """Every topic whose open transactions hold back readers cdcbox cares about: all but
     Kafka's internal ones (`__consumer_offsets`, `__transaction_state`)."""
@@ -84,6 +106,7 @@ class Healer:
         self.dsn = dsn
         self.policy = policy
         self.watch = ProgressWatch(clock)
+        self.backoff = RestartBackoff(clock)
 
     def check_login(self) -> None:
         """Log in to the DSN's database once: a refused login (`LoginRefused`) is raised,
@@ -223,13 +246,24 @@ class Healer:
     def round(self, dry_run: bool = False, watch_now: bool = False) -> list[tuple[HealAction, str]]:
         """One pass: failed parts and transactions first (a task held by an open
         transaction moves again once it ends, and a restart would block on it), then
-        stuck tasks. Returns each action with its outcome ("planned" on a dry run)."""
+        stuck tasks; a restart the backoff does not allow yet waits for a later round.
+        Returns each action with its outcome ("planned" on a dry run)."""
         done: list[tuple[HealAction, str]] = []
         for action in self.failed() + self.transactions():
-            done.append((action, "planned" if dry_run else self.apply(action)))
+            self._carry_out(action, dry_run, done)
         for action in self.stuck(watch_now):
-            done.append((action, "planned" if dry_run else self.apply(action)))
+            self._carry_out(action, dry_run, done)
         return done
+
+    def _carry_out(
+        self, action: HealAction, dry_run: bool, done: list[tuple[HealAction, str]]
+    ) -> None:
+        restart = action.kind.startswith("restart")
+        if restart and not self.backoff.allows(action.target):
+            return
+        done.append((action, "planned" if dry_run else self.apply(action)))
+        if restart and not dry_run:
+            self.backoff.restarted(action.target)
 
 
 def describe(outcomes: list[tuple[HealAction, str]]) -> list[dict[str, Any]]:

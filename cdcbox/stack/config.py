@@ -80,6 +80,8 @@ class Ports:
     # consumers (run them with --metrics-port 29100 ... 29104) and relays (29105, 29106).
     prometheus: int = 59090
     exporter: int = 59109
+    # The supervisor's /metrics (`stack up`, unless --no-supervisor).
+    supervisor: int = 59110
     connect_metrics: int = 58180
     # These two lists lie below Linux's ephemeral range (32768-60999): a service binds its
     # port long after the stack started, and a client socket's local port must not have
@@ -138,6 +140,9 @@ class StackConfig:
     with_registry: bool = True
     # MariaDB from Debian's package (cdcbox.stack.mariadb); `stack up --with-mariadb`.
     with_mariadb: bool = False
+    # `cdc-ctl connectors supervise` beside Connect (cdcbox.stack.supervisor); `stack up
+    # --no-supervisor` leaves it out.
+    with_supervisor: bool = True
 
     def __post_init__(self) -> None:
         if self.brokers not in (1, 3):

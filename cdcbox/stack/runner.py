@@ -27,6 +27,7 @@ from cdcbox.stack.registry import NativeRegistry
 from cdcbox.stack.rest_auth import ConnectRestAuth
 from cdcbox.stack.secrets import StackSecrets
 from cdcbox.stack.steps import step
+from cdcbox.stack.supervisor import NativeSupervisor
 from cdcbox.stack.tls import MECHANISM, StackTls
 
 Mode = Literal["native", "compose"]
@@ -101,6 +102,7 @@ def _prepare(config: StackConfig, mode: Mode) -> StackSecrets:
         "with_metrics": config.with_metrics,
         "with_registry": config.with_registry,
         "with_mariadb": config.with_mariadb,
+        "with_supervisor": config.with_supervisor,
     }
     _mode_file(config).write_text(json.dumps({"mode": mode, **shape, **recorded_flags}) + "\n")
     return secrets
@@ -173,6 +175,9 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
         registry_url=registry_url,
         mariadb_dsn=mariadb_dsn,
     )
+    if config.with_supervisor:
+        with step(f"supervisor (`connectors supervise`) on port {config.ports.supervisor}"):
+            NativeSupervisor(config).start(endpoints)
     if not config.with_metrics:
         return endpoints
     with step(f"pipeline exporter on port {config.ports.exporter}"):
@@ -247,6 +252,7 @@ Component = (
     | NativeMariaDB
     | NativeExporter
     | NativePrometheus
+    | NativeSupervisor
 )
 
 
@@ -283,7 +289,10 @@ def native_components(config: StackConfig) -> list[Component]:
     registries = [registry] if recorded.get("with_registry") or registry.running() else []
     mariadb = NativeMariaDB(shape)
     mariadbs = [mariadb] if recorded.get("with_mariadb") or mariadb.running() else []
+    supervisor = NativeSupervisor(shape)
+    supervisors = [supervisor] if recorded.get("with_supervisor") or supervisor.running() else []
     return [
+        *supervisors,
         *metrics,
         *workers,
         *nodes,
@@ -302,7 +311,7 @@ def status(config: StackConfig) -> list[ComponentStatus]:
     by_kind += [c for c in components if c.name in ("mariadb", "registry")]
     by_kind += sorted((c for c in components if c.name.startswith("kafka")), key=_order)
     by_kind += sorted((c for c in components if c.name.startswith("connect")), key=_order)
-    by_kind += [c for c in components if c.name in ("exporter", "prometheus")]
+    by_kind += [c for c in components if c.name in ("supervisor", "exporter", "prometheus")]
     for component in by_kind:
         record = component.pid_record()
         running = record is not None and record.alive()

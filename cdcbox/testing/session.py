@@ -45,6 +45,9 @@ class SessionStack:
             infra_dir=resource_dir("infra"),
             # CDCBOX_STACK_WITH_METRICS=1: a native stack started here has Prometheus too.
             with_metrics=os.environ.get("CDCBOX_STACK_WITH_METRICS") == "1",
+            # No supervisor: tests see the pipeline as it is, faults included; the tests
+            # of healing start one of their own.
+            with_supervisor=False,
         )
         self.started_native = False
         self._external = external_stack()

@@ -34,6 +34,7 @@ CLUSTER = StackConfig(
     connect_workers=2,
     # The session stack's registry serves it too (the cluster tests use none).
     with_registry=False,
+    with_supervisor=False,  # its port is the default stack's
 )
 
 

@@ -49,6 +49,7 @@ def native_stack(compose_stack: ComposeStack) -> Iterator[Endpoints]:
         infra_dir=compose_stack.config.infra_dir,
         ports=Ports(postgres=26432, kafka=29292, controller=29293, connect=28183),
         with_registry=False,  # the compose stack's registry has the port; none is needed
+        with_supervisor=False,  # its port is the default stack's
     )
     endpoints = runner.up(config, "native")
     try:

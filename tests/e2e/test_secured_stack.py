@@ -52,6 +52,7 @@ def secured(
         secure=True,
         with_metrics=False,  # its ports are the session stack's
         with_registry=False,  # so is the registry's
+        with_supervisor=False,  # its port is the default stack's
         kafka_heap_mb=512,
         connect_heap_mb=768,
     )

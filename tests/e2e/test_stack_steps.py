@@ -5,7 +5,6 @@ with its time. Run against the session's running native stack, where `up` is ide
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -13,15 +12,16 @@ import pytest
 from click.testing import CliRunner
 
 from cdcbox.cli.main import cli
+from cdcbox.stack import runner
 from cdcbox.stack.config import StackConfig
+from cdcbox.stack.supervisor import NativeSupervisor
 
 pytestmark = pytest.mark.e2e
 
 
 def test_stack_up_reports_each_step_with_its_time(native_stack: StackConfig) -> None:
     ports = native_stack.ports
-    result = subprocess.run(
-        [
+    up = [
             sys.executable,
             "-m",
             "cdcbox.cli.main",
@@ -41,16 +41,29 @@ def test_stack_up_reports_each_step_with_its_time(native_stack: StackConfig) -> 
             str(ports.controller),
             "--connect-port",
             str(ports.connect),
-        ],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+        ]  # fmt: skip
+    result = subprocess.run(up, capture_output=True, text=True, timeout=300, check=False)
+    supervisor = NativeSupervisor(native_stack)
+    try:
+        assert result.returncode == 0, result.stderr[-2000:]
+        # The supervisor is started by default, and `stack status` lists it.
+        listed = {c.name: c for c in runner.status(native_stack)}
+        assert listed["supervisor"].running, listed
+        assert supervisor.pid_record() is not None
+    finally:  # the rest of the session sees the pipeline unhealed, as it started
+        supervisor.stop()
+        again = subprocess.run([*up, "--no-supervisor"], capture_output=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert "supervisor" not in {c.name for c in runner.status(native_stack)}
     steps = [line for line in result.stderr.splitlines() if line.startswith("stack: ")]
-    components = ("PostgreSQL", "Apicurio Registry", "jars", "Kafka 4", "Kafka Connect connect ")
+    components = (
+        "PostgreSQL",
+        "Apicurio Registry",
+        "jars",
+        "Kafka 4",
+        "Kafka Connect connect ",
+        "supervisor (`connectors supervise`)",
+    )
     for component in components:
         begun = [s for s in steps if component in s and s.endswith("...")]
         ended = [s for s in steps if component in s and ": done in " in s]

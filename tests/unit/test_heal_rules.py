@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cdcbox.kafka.transactions import OpenTransaction
-from cdcbox.ops.heal import watched_topics
+from cdcbox.ops.heal import RestartBackoff, watched_topics
 from cdcbox.ops.progress import ProgressWatch, SlotPosition
 from tests.helpers import FakeTime
 
@@ -93,3 +93,22 @@ def test_a_slot_counts_as_still_only_at_one_position_with_wal_after_it() -> None
     assert watch.observe(SlotPosition("s", "0/20", 10)) == 0.0  # WAL again: the clock restarts
     clock.sleep(1)
     assert watch.observe(SlotPosition("s", "0/20", 10)) == 1.0
+
+
+def test_a_target_is_restarted_at_once_then_less_and_less_often() -> None:
+    clock = FakeTime()
+    backoff = RestartBackoff(clock.clock, first_s=30, max_s=100)
+    assert backoff.allows("c-0")
+    backoff.restarted("c-0")
+    clock.sleep(29)
+    assert not backoff.allows("c-0")
+    assert backoff.allows("other-0")  # each target on its own clock
+    clock.sleep(1)
+    assert backoff.allows("c-0")
+    backoff.restarted("c-0")  # next after 60 s
+    clock.sleep(59)
+    assert not backoff.allows("c-0")
+    clock.sleep(1)
+    backoff.restarted("c-0")  # 120 s, capped at 100
+    clock.sleep(100)
+    assert backoff.allows("c-0")

@@ -26,8 +26,9 @@ from cdcbox.observe.pipeline_state import (
     Sources,
     TransactionState,
 )
-from cdcbox.observe.top_view import MAX_LAG_ROWS, frame
+from cdcbox.observe.top_view import MAX_LAG_ROWS, SlotClock, frame
 from cdcbox.ops.slots import SlotStatus
+from tests.helpers import FakeTime
 
 SLOT = SlotStatus(
     "cdcbox_outbox", "pgoutput", "logical", True, "0/1", "0/1", 2_097_152, "reserved", "shop"
@@ -104,9 +105,13 @@ def test_the_outbox_without_a_table_exports_whether_it_can_emit() -> None:
     assert "REFUSING (slot)" in shown
 
 
-def render(*states: PipelineState) -> str:
+def render(
+    current: PipelineState,
+    previous: PipelineState | None = None,
+    still: dict[str, float] | None = None,
+) -> str:
     console = Console(width=160, record=True, file=io.StringIO())
-    console.print(frame(*states))
+    console.print(frame(current, previous, still))
     return console.export_text()
 
 
@@ -160,9 +165,10 @@ def test_with_services_each_database_is_a_source_and_its_lines_are_named() -> No
 
 
 def test_a_still_slot_and_open_transactions_are_shown_and_exported() -> None:
-    """Issue 51: a slot whose confirmed position did not move between two readings while
-    WAL waits after it is marked "still" in top; the exporter serves its position and
-    unconfirmed WAL, and each open transaction's age, with the hanging ones counted."""
+    """Issue 51: a slot whose confirmed position has not moved for 30 s while WAL waits
+    after it is marked "still" in top (not sooner: the heartbeat moves a healthy one every
+    10 s); the exporter serves its position and unconfirmed WAL, and each open
+    transaction's age, with the hanging ones counted."""
     stuck = dataclasses.replace(SLOT, confirmed_flush_lsn="0/5", unconfirmed_bytes=4096)
     held = [
         TransactionState("cdcbox-connect-offsets", 0, "svc-1", 75.0, hanging=False),
@@ -170,9 +176,14 @@ def test_a_still_slot_and_open_transactions_are_shown_and_exported() -> None:
     ]
     first = state(100.0, 1, 1, slots=[stuck])
     second = state(105.0, 1, 1, slots=[stuck], transactions=held)
-    text = render(second, first)
-    assert "0/5 still" in text and "4,096 B" in text
-    assert "0/5 still" not in render(second)  # nothing to compare with: not judged
+    fake = FakeTime()
+    clock = SlotClock(fake.clock)
+    clock.observe(first)
+    fake.sleep(29)
+    assert "still" not in render(second, first, clock.observe(second))
+    fake.sleep(2)
+    text = render(second, first, clock.observe(second))
+    assert "0/5 still 31 s" in text and "4,096 B" in text
     rows = [line for line in text.splitlines() if "producer 9" in line or "svc-1" in line]
     assert "outbox.event.order-2" in rows[0] and "HANGING" in rows[0]  # the oldest first
     assert "cdcbox-connect-offsets-0" in rows[1] and "HANGING" not in rows[1]
