@@ -1,9 +1,11 @@
 """The supervisor: `Healer.round` in a loop, beside Connect, until asked to stop.
 
 Each action is one log line (WARNING: something was wrong and was repaired) and one
-increment of `cdcbox_heal_actions_total{action}`; an unreachable Connect, Kafka or
-database is an outage to wait out (one line, then the next round), never a reason to
-exit. A refused login is not an outage: it is raised, and the command exits.
+increment of `cdcbox_heal_actions_total{action}`. Whatever a round meets while the
+pipeline is broken (an unreachable Connect, Kafka or database, a worker answering 404
+while it starts, a broker that has lost its metadata) is one ERROR line, then the next
+round: never a reason to exit. A configuration error (a refused login) is raised, and
+the command exits.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter
 
-from cdcbox.errors import ServiceUnavailable
+from cdcbox.errors import CdcboxError, ConfigError
 from cdcbox.ops.heal import Healer
 
 log = logging.getLogger("cdcbox.supervisor")
@@ -44,7 +46,9 @@ def supervise(
             for action, outcome in healer.round():
                 metrics.actions.labels(action.kind).inc()
                 log.warning("%s -> %s", action.line(), outcome)
-        except ServiceUnavailable as e:
+        except ConfigError:
+            raise
+        except CdcboxError as e:
             log.error("%s; next round in %.0f s", str(e).splitlines()[0], interval_s)
         metrics.rounds.inc()
         stop.wait(interval_s)

@@ -10,12 +10,6 @@ invisible, the connector's topic stays short."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,34 +29,12 @@ from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.endpoints import Endpoints
 from tests.e2e.topics import read_topic
 from tests.helpers import free_port, unique
+from tests.supervision import abandoned_transaction, connect_offsets_topic, supervisor_running
 
 pytestmark = pytest.mark.e2e
 
 # An offsets-topic key of a connector that does not exist: the record is never applied.
 NOBODYS_OFFSET_KEY = json.dumps(["cdcbox-heal-test", {"server": "nobody"}])
-
-
-@contextmanager
-def abandoned_transaction(stack: Endpoints, topic: str, key: str) -> Iterator[str]:
-    """A producer's transaction left open on `topic` partition 0 by SIGKILL (a 10 min
-    transaction timeout, as a user's own might have); its transactional id. At exit,
-    whatever is left of it is fenced, so no later test runs behind it."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "tests.abandoned_txn", stack.bootstrap_servers, topic, key],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            txn_id = proc.stdout.readline().split()[1]
-        finally:
-            proc.send_signal(signal.SIGKILL)
-    try:
-        yield txn_id
-    finally:
-        with TransactionAdmin(KafkaSettings(stack.bootstrap_servers)) as admin:
-            if any(t.transactional_id == txn_id for t in admin.open_transactions([topic])):
-                admin.fence(txn_id)
 
 
 def committed_count(stack: Endpoints, topic: str, settle_ms: int) -> int:
@@ -79,12 +51,6 @@ def committed_count(stack: Endpoints, topic: str, settle_ms: int) -> int:
         return sum(len(r) for r in reader.poll(timeout_ms=settle_ms, max_records=10_000).values())
     finally:
         reader.close()
-
-
-def connect_offsets_topic(stack: Endpoints) -> str:
-    with Admin(KafkaSettings(stack.bootstrap_servers)) as admin:
-        (topic,) = [t for t in admin.list_topics() if t.endswith("connect-offsets")]
-    return topic
 
 
 def append_events(dsn: str, aggregate_type: str, count: int, first: int = 0) -> None:
@@ -228,7 +194,7 @@ def test_a_task_held_by_a_transaction_on_connects_offsets_is_named_and_healed(
 
 
 def test_the_supervisor_heals_a_stalled_task_and_counts_it(
-    stack: Endpoints, spec_file: Any
+    stack: Endpoints, spec_file: Any, tmp_path: Path
 ) -> None:
     path, name = spec_file()
     applied = CliRunner().invoke(cli, ["apply", str(path)])
@@ -237,18 +203,9 @@ def test_the_supervisor_heals_a_stalled_task_and_counts_it(
     topic = f"{name}.{aggregate_type}"
     append_events(stack.dsn, aggregate_type, 2)
     read_topic(stack, topic, expect=2)
-    port = free_port()
-    supervisor = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "cdc-ctl"), "connectors", "supervise",
-            "--interval", "1",
-            "--abort-older-than", "10", "--stuck-after", "30", "--metrics-port", str(port),
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **stack.as_env()},
-    )  # fmt: skip
-    try:
+    port, log = free_port(), tmp_path / "supervisor.log"
+    flags = ["--interval", "1", "--abort-older-than", "10", "--metrics-port", str(port)]
+    with supervisor_running(stack, log, *flags):
         with abandoned_transaction(stack, connect_offsets_topic(stack), NOBODYS_OFFSET_KEY):
             append_events(stack.dsn, aggregate_type, 4, first=2)
             records = read_topic(stack, topic, expect=6, timeout=90, committed_only=True)
@@ -256,10 +213,6 @@ def test_the_supervisor_heals_a_stalled_task_and_counts_it(
         metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         fenced = 'cdcbox_heal_actions_total{action="fence producer"} 1.0'
         assert fenced in metrics.splitlines(), metrics
-    finally:
-        supervisor.send_signal(signal.SIGTERM)
-        _, log = supervisor.communicate(timeout=30)
-    assert supervisor.returncode == 0, log
-    (line,) = [x for x in log.splitlines() if "fence producer" in x]
+    (line,) = [x for x in log.read_text().splitlines() if "fence producer" in x]
     assert "connect-offsets-0 open" in line
     assert line.endswith("-> fenced: its coordinator aborted the transaction")

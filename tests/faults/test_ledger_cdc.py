@@ -220,25 +220,15 @@ def test_with_offsets_committed_first_the_same_kill_loses_events(
 BIG_TRANSACTION = 20_000
 
 
-@pytest.mark.parametrize(
-    ("victim", "name"),
-    [
-        ("connect", "connect SIGKILL inside a 20,000-row transaction"),
-        ("kafka", "broker SIGKILL inside a 20,000-row transaction"),
-    ],
-)
-def test_sigkilled_while_a_20000_row_transaction_is_streamed(
-    stack: Endpoints, parts: NativeParts, tmp_path: Path, victim: str, name: str
-) -> None:
-    """Killed while Connect commits the big transaction's records poll by poll (a Kafka
-    transaction per poll of up to 4,096 records). Connect: it restarts from its last
-    committed offset, inside the PostgreSQL transaction, and the records after that
-    offset were never committed on the topic (its Kafka transaction died with it). The
-    broker (the transaction coordinator): the open transaction is aborted, the task
-    resumes from the offset committed with the last committed one. Either way no copy
-    for a read_committed reader, and no loss."""
-    component: NativeKafka | NativeConnect = getattr(parts, victim)
-    published_when_killed: list[int] = []
+def killed_inside_a_big_transaction(
+    stack: Endpoints,
+    parts: NativeParts,
+    component: NativeKafka | NativeConnect,
+    published_when_killed: list[int],
+) -> Callable[[Scenario], None]:
+    """Append one transaction of `BIG_TRANSACTION` rows; once more than 500 of its
+    events are on the topic, SIGKILL `component` and restart it (how many were out is
+    appended to `published_when_killed`)."""
 
     def fault(s: Scenario) -> None:
         topic = wire.topic_for(s.aggregate_type)
@@ -272,6 +262,29 @@ def test_sigkilled_while_a_20000_row_transaction_is_streamed(
         component.start()
         connector_running(parts.client)
 
+    return fault
+
+
+@pytest.mark.parametrize(
+    ("victim", "name"),
+    [
+        ("connect", "connect SIGKILL inside a 20,000-row transaction"),
+        ("kafka", "broker SIGKILL inside a 20,000-row transaction"),
+    ],
+)
+def test_sigkilled_while_a_20000_row_transaction_is_streamed(
+    stack: Endpoints, parts: NativeParts, tmp_path: Path, victim: str, name: str
+) -> None:
+    """Killed while Connect commits the big transaction's records poll by poll (a Kafka
+    transaction per poll of up to 4,096 records). Connect: it restarts from its last
+    committed offset, inside the PostgreSQL transaction, and the records after that
+    offset were never committed on the topic (its Kafka transaction died with it). The
+    broker (the transaction coordinator): the open transaction is aborted, the task
+    resumes from the offset committed with the last committed one. Either way no copy
+    for a read_committed reader, and no loss."""
+    component: NativeKafka | NativeConnect = getattr(parts, victim)
+    published_when_killed: list[int] = []
+    fault = killed_inside_a_big_transaction(stack, parts, component, published_when_killed)
     scenario = Scenario(name, stack, tmp_path)
     result = scenario.run(fault)
     assert published_when_killed[0] < BIG_TRANSACTION  # the kill landed while publishing

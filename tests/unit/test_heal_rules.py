@@ -3,11 +3,15 @@ stood still (issue 51). The real stalls are in tests/e2e/test_heal.py."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from cdcbox.errors import ConnectError, KafkaRequestError, LoginRefused, ServiceUnavailable
 from cdcbox.kafka.transactions import OpenTransaction
-from cdcbox.ops.heal import RestartBackoff, watched_topics
+from cdcbox.ops.heal import HealAction, RestartBackoff, watched_topics
 from cdcbox.ops.progress import ProgressWatch, SlotPosition
+from cdcbox.ops.supervisor import HealMetrics, supervise
 from tests.helpers import FakeTime
 
 pytestmark = pytest.mark.unit
@@ -112,3 +116,31 @@ def test_a_target_is_restarted_at_once_then_less_and_less_often() -> None:
     backoff.restarted("c-0")  # 120 s, capped at 100
     clock.sleep(100)
     assert backoff.allows("c-0")
+
+
+class FlakyHealer:
+    """A healer whose rounds raise what a broken pipeline raises, then a refused login."""
+
+    def __init__(self, errors: list[Exception]) -> None:
+        self.errors = errors
+        self.rounds = 0
+
+    def round(self) -> list[tuple[HealAction, str]]:
+        self.rounds += 1
+        raise self.errors.pop(0)
+
+
+def test_the_supervisor_outlives_a_broken_pipeline_and_exits_on_a_refused_login() -> None:
+    """Issue 51: a broker that lost its metadata and a worker answering 404 while it
+    starts ended the supervisor in the fault ledger's runs; only configuration does."""
+    healer = FlakyHealer(
+        [
+            KafkaRequestError("describe producers: UnknownBrokerIdError: -1", kind="x"),
+            ConnectError("Kafka Connect GET /connectors: HTTP 404", status=404),
+            ServiceUnavailable("Kafka Connect is unreachable"),
+            LoginRefused("PostgreSQL refused the login"),
+        ]
+    )
+    with pytest.raises(LoginRefused):
+        supervise(healer, 0.0, threading.Event(), HealMetrics())  # type: ignore[arg-type]
+    assert healer.rounds == 4
