@@ -10,43 +10,24 @@ started: neither Debian nor PyPI provides it (the compose profile runs it).
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 
 import yaml
 
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
-from cdcbox.stack.endpoints import Endpoints
-from cdcbox.stack.spawned import Spawned, answers
+from cdcbox.stack.spawned import CdcCtlService, Spawned, answers
 from cdcbox.stack.system import ensure_prometheus
 
 
-class NativeExporter(Spawned):
-    """`cdc-ctl exporter` for this stack, started with the stack's own environment."""
+class NativeExporter(CdcCtlService):
+    """`cdc-ctl exporter` for this stack."""
 
     name = "exporter"
+    command = ("exporter",)
 
     def __init__(self, config: StackConfig) -> None:
-        self.config = config
-        self.port = config.ports.exporter
-        self.url = f"http://{config.host}:{self.port}/metrics"
-        self.pid_file = config.state_dir / "exporter" / "exporter.pid"
-        self.log_file = config.state_dir / "logs" / "exporter.log"
-
-    def start(self, endpoints: Endpoints) -> None:
-        if self.running():
-            return
-        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "cdcbox.cli.main", "exporter"]
-        argv += ["--metrics-host", self.config.host, "--metrics-port", str(self.port)]
-        env = {**os.environ, **endpoints.as_env()}
-        record = process.spawn(argv, log_file=self.log_file, pid_file=self.pid_file, env=env)
-        self._await(record, 60)
-
-    def _ready(self) -> bool:
-        return answers(f"http://{self.config.host}:{self.port}/healthz")
+        super().__init__(config, config.ports.exporter)
 
 
 class NativePrometheus(Spawned):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import requests
 
 from cdcbox.errors import StackError
 from cdcbox.stack import process
+from cdcbox.stack.config import StackConfig
+from cdcbox.stack.endpoints import Endpoints
 
 
 class Spawned(process.PidTracked):
@@ -32,6 +36,33 @@ class Spawned(process.PidTracked):
                 f"{self.name} exited during start-up (log: {self.log_file}):\n"
                 f"{process.tail(self.log_file)}"
             )
+
+
+class CdcCtlService(Spawned):
+    """A long-running `cdc-ctl` command of the stack, started with the stack's own
+    environment and its `/metrics` on `port`; ready when its `/healthz` answers."""
+
+    command: tuple[str, ...]
+
+    def __init__(self, config: StackConfig, port: int) -> None:
+        self.config = config
+        self.port = port
+        self.url = f"http://{config.host}:{port}/metrics"
+        self.pid_file = config.state_dir / self.name / f"{self.name}.pid"
+        self.log_file = config.state_dir / "logs" / f"{self.name}.log"
+
+    def start(self, endpoints: Endpoints) -> None:
+        if self.running():
+            return
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "cdcbox.cli.main", *self.command]
+        argv += ["--metrics-host", self.config.host, "--metrics-port", str(self.port)]
+        env = {**os.environ, **endpoints.as_env()}
+        record = process.spawn(argv, log_file=self.log_file, pid_file=self.pid_file, env=env)
+        self._await(record, 60)
+
+    def _ready(self) -> bool:
+        return answers(f"http://{self.config.host}:{self.port}/healthz")
 
 
 def answers(url: str) -> bool:

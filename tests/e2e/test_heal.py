@@ -37,6 +37,22 @@ pytestmark = pytest.mark.e2e
 NOBODYS_OFFSET_KEY = json.dumps(["cdcbox-heal-test", {"server": "nobody"}])
 
 
+def one_partition_topic(stack: Endpoints, prefix: str) -> str:
+    topic = wire.topic_for(unique(prefix))
+    with Admin(KafkaSettings(stack.bootstrap_servers)) as admin:
+        admin.create_topics([topic], partitions={topic: 1})
+    return topic
+
+
+def send_after_it(stack: Endpoints, topic: str, count: int) -> None:
+    """`count` records on partition 0 of `topic`, outside any transaction."""
+    later = KafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+    for i in range(count):
+        later.send(topic, key=b"k", value=str(i).encode(), partition=0)
+    later.flush()
+    later.close()
+
+
 def committed_count(stack: Endpoints, topic: str, settle_ms: int) -> int:
     """Records a read_committed reader sees on partition 0 of `topic` in `settle_ms`."""
     reader = KafkaConsumer(
@@ -79,16 +95,10 @@ def slot_reading(stack: Endpoints, connector: str) -> SlotStatus:
 def test_an_abandoned_transaction_on_an_outbox_topic_is_named_and_ended(
     stack: Endpoints,
 ) -> None:
-    topic = wire.topic_for(unique("held"))
-    with Admin(KafkaSettings(stack.bootstrap_servers)) as admin:
-        admin.create_topics([topic], partitions={topic: 1})
+    topic = one_partition_topic(stack, "held")
     runner = CliRunner()
     with abandoned_transaction(stack, topic, "k") as txn_id:
-        later = KafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
-        for i in range(20):
-            later.send(topic, key=b"k", value=str(i).encode(), partition=0)
-        later.flush()
-        later.close()
+        send_after_it(stack, topic, 20)
         # Safeguard off: nothing ends it, and no read_committed reader sees a later record.
         assert committed_count(stack, topic, settle_ms=3000) == 0
 
@@ -132,16 +142,10 @@ def test_the_abort_marker_frees_the_partition(
 ) -> None:
     """What `heal` does to a hanging transaction, done to an abandoned one: the abort
     marker, with the coordinator epoch the partition last saw, frees the partition."""
-    topic = wire.topic_for(unique("abort"))
+    topic = one_partition_topic(stack, "abort")
     kafka = KafkaSettings(stack.bootstrap_servers)
-    with Admin(kafka) as admin:
-        admin.create_topics([topic], partitions={topic: 1})
     with abandoned_transaction(stack, topic, "k") as txn_id:
-        later = KafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
-        for i in range(10):
-            later.send(topic, key=b"k", value=str(i).encode(), partition=0)
-        later.flush()
-        later.close()
+        send_after_it(stack, topic, 10)
         assert committed_count(stack, topic, settle_ms=2000) == 0
         with TransactionAdmin(kafka) as admin:
             (txn,) = admin.open_transactions([topic])
