@@ -9,7 +9,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar, cast, get_args
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast, get_args
 
 import click
 
@@ -26,22 +26,33 @@ from cdcbox.stack import runner
 from cdcbox.stack.config import ExactlyOnce, Ports, StackConfig
 from cdcbox.stack.runner import Mode
 
+# Each port option of the stack commands: (option, environment variable, `Ports` field,
+# what it is). Every port is one, so two stacks (other state dirs) run side by side.
+PORT_OPTIONS = (
+    ("--pg-port", "CDCBOX_PG_PORT", "postgres", "PostgreSQL."),
+    ("--kafka-port", "CDCBOX_KAFKA_PORT", "kafka", "Kafka (node i: + 2i)."),
+    ("--controller-port", "CDCBOX_CONTROLLER_PORT", "controller", "KRaft's controller."),
+    ("--connect-port", "CDCBOX_CONNECT_PORT", "connect", "Connect's REST API (worker j: + j)."),
+    (
+        "--registry-port",
+        "CDCBOX_REGISTRY_PORT",
+        "registry",
+        "The schema registry's API (its health checks on the next port).",
+    ),
+    ("--mariadb-port", "CDCBOX_MARIADB_PORT", "mariadb", "MariaDB (--with-mariadb)."),
+    ("--prometheus-port", "CDCBOX_PROMETHEUS_PORT", "prometheus", "Prometheus (--with-metrics)."),
+    ("--exporter-port", "CDCBOX_EXPORTER_PORT", "exporter", "The exporter (--with-metrics)."),
+    ("--supervisor-port", "CDCBOX_SUPERVISOR_PORT", "supervisor", "The supervisor's /metrics."),
+)
 
-def _config(
-    state_dir: Path | None,
-    cache_dir: Path | None,
-    pg_port: int,
-    kafka_port: int,
-    controller_port: int,
-    connect_port: int,
-) -> StackConfig:
+
+def _config(state_dir: Path | None, cache_dir: Path | None, ports: dict[str, int]) -> StackConfig:
+    fields: dict[str, Any] = {**ports, "registry_management": ports["registry"] + 1}
     return StackConfig(
         state_dir=(state_dir or default_state_dir()).resolve(),
         cache_dir=(cache_dir or default_cache_dir()).resolve(),
         infra_dir=resource_dir("infra"),
-        ports=Ports(
-            postgres=pg_port, kafka=kafka_port, controller=controller_port, connect=connect_port
-        ),
+        ports=Ports(**fields),
         limits=settings(click.get_current_context()).limits,
     )
 
@@ -62,33 +73,17 @@ state_options = [
         envvar="CDCBOX_CACHE_DIR",
         help="Resolved jars, shared by all stacks [~/.cache/cdcbox].",
     ),
-    click.option(
-        "--pg-port",
-        type=int,
-        default=_defaults.postgres,
-        envvar="CDCBOX_PG_PORT",
-        show_default=True,
-    ),
-    click.option(
-        "--kafka-port",
-        type=int,
-        default=_defaults.kafka,
-        envvar="CDCBOX_KAFKA_PORT",
-        show_default=True,
-    ),
-    click.option(
-        "--controller-port",
-        type=int,
-        default=_defaults.controller,
-        envvar="CDCBOX_CONTROLLER_PORT",
-        show_default=True,
-    ),
-    click.option(
-        "--connect-port",
-        type=int,
-        default=_defaults.connect,
-        envvar="CDCBOX_CONNECT_PORT",
-        show_default=True,
+    *(
+        click.option(
+            flag,
+            field,
+            type=click.IntRange(1, 65535),
+            default=getattr(_defaults, field),
+            envvar=env,
+            show_default=True,
+            help=what,
+        )
+        for flag, env, field, what in PORT_OPTIONS
     ),
     click.option(
         "--compose-project",
@@ -110,10 +105,7 @@ def with_stack_config(fn: Callable[Concatenate[StackConfig, P], R]) -> Callable[
         config = _config(
             state_dir=cast("Path | None", options["state_dir"]),
             cache_dir=cast("Path | None", options["cache_dir"]),
-            pg_port=cast(int, options["pg_port"]),
-            kafka_port=cast(int, options["kafka_port"]),
-            controller_port=cast(int, options["controller_port"]),
-            connect_port=cast(int, options["connect_port"]),
+            ports={field: cast(int, options[field]) for _, _, field, _ in PORT_OPTIONS},
         )
         config = dataclasses.replace(config, compose_project=cast(str, options["compose_project"]))
         return fn(config, *args, **kwargs)
@@ -126,10 +118,7 @@ def with_stack_config(fn: Callable[Concatenate[StackConfig, P], R]) -> Callable[
 _STATE_OPTIONS = (
     "state_dir",
     "cache_dir",
-    "pg_port",
-    "kafka_port",
-    "controller_port",
-    "connect_port",
+    *(field for _, _, field, _ in PORT_OPTIONS),
     "compose_project",
 )
 

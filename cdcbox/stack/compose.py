@@ -10,8 +10,10 @@ that base where no registry hands it out).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from cdcbox.errors import StackError
 from cdcbox.stack.config import StackConfig
@@ -37,6 +39,35 @@ def docker_engine_answers() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0 and bool(result.stdout.strip())
+
+
+# What Maven, pip, apt and Go print when a TLS certificate cannot be verified: on a
+# network that intercepts TLS, the builds need its CA (`--build-ca`).
+_UNTRUSTED = re.compile(
+    r"PKIX path building failed|unable to find valid certification path|"
+    r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|"
+    r"x509: certificate signed by unknown authority|server certificate verification failed",
+    re.IGNORECASE,
+)
+
+
+def up_failure(stderr: str, project: str, build_ca: Path | None) -> str:
+    """The message of a failed `docker compose up`: its first line says what to do, the
+    output's tail follows."""
+    if _UNTRUSTED.search(stderr):
+        first = (
+            "an image build could not verify a TLS certificate (a network that intercepts "
+            "TLS?): run `cdc-ctl stack up --mode compose --build-ca "
+            "/etc/ssl/certs/ca-certificates.crt` (or set CDCBOX_BUILD_CA) to trust its CA"
+        )
+        if build_ca is not None:
+            first = (
+                f"an image build could not verify a TLS certificate, though it trusts "
+                f"{build_ca}: is the intercepting proxy's CA in that bundle?"
+            )
+    else:
+        first = f"docker compose up failed (see `docker compose -p {project} logs`)"
+    return f"{first}\n{stderr[-3000:]}"
 
 
 class ComposeStack:
@@ -105,10 +136,7 @@ class ComposeStack:
         with step("docker compose up (images are built on the first run)"):
             result = self.run_compose("up", "-d", "--build", "--wait", timeout=1800)
         if result.returncode != 0:
-            raise StackError(
-                f"docker compose up failed (see `docker compose -p {self.project} logs`):"
-                f"\n{result.stderr[-3000:]}"
-            )
+            raise StackError(up_failure(result.stderr, self.project, self.config.build_ca))
         return self.endpoints()
 
     def endpoints(self) -> Endpoints:

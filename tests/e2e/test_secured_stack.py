@@ -42,17 +42,24 @@ def secured(
     native_stack: StackConfig, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[StackConfig, Endpoints]]:
     """A secured stack beside the session's, sharing its jar cache; purged afterwards."""
-    postgres, kafka, controller, connect = free_ports(4)
+    postgres, kafka, controller, connect, registry, management = free_ports(6)
     config = dataclasses.replace(
         native_stack,
         state_dir=tmp_path_factory.mktemp("secured"),
         # Free ports, not fixed ones: these lie in the ephemeral range, where a client
-        # connection of the busy session stack may hold one and fail Kafka's bind.
-        ports=Ports(postgres=postgres, kafka=kafka, controller=controller, connect=connect),
+        # connection of the busy session stack may hold one and fail Kafka's bind. Every
+        # port is its own, the registry's too: two stacks side by side (issue 53).
+        ports=Ports(
+            postgres=postgres,
+            kafka=kafka,
+            controller=controller,
+            connect=connect,
+            registry=registry,
+            registry_management=management,
+        ),
         secure=True,
         with_metrics=False,  # its ports are the session stack's
-        with_registry=False,  # so is the registry's
-        with_supervisor=False,  # its port is the default stack's
+        with_supervisor=False,  # so is the supervisor's
         kafka_heap_mb=512,
         connect_heap_mb=768,
     )
@@ -120,6 +127,16 @@ def test_an_event_flows_through_sasl_ssl_and_tls_to_postgres(
     with psycopg.connect(endpoints.dsn, passfile=endpoints.pgpassfile) as conn:
         applied = conn.execute("SELECT 1 FROM secured_effect WHERE event_id = %s", (event_id,))
         assert applied.fetchone() == (1,)
+
+
+def test_it_runs_beside_the_session_stack_each_with_its_registry(
+    secured: tuple[StackConfig, Endpoints], stack: Endpoints
+) -> None:
+    _, endpoints = secured
+    assert endpoints.registry_url and stack.registry_url
+    assert endpoints.registry_url != stack.registry_url
+    for url in (endpoints.registry_url, stack.registry_url):
+        assert requests.get(f"{url}/subjects", timeout=10).status_code == 200
 
 
 @pytest.mark.parametrize("who", ["plaintext", "wrong password", "no TLS trust"])
