@@ -1,6 +1,6 @@
 """The consumer's tables, each behind the one store that owns its SQL (the seam of
 `cdcbox.stores.protocols`: PostgreSQL's stores here by default, MariaDB's from
-`cdcbox.mariadb.consumer_stores`)."""
+`cdcbox.mariadb.inbox` and `cdcbox.mariadb.consumer_state`)."""
 
 from __future__ import annotations
 

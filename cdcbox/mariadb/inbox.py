@@ -1,7 +1,7 @@
 """The inbox and the version guard on MariaDB: `cdcbox.stores.protocols`' `InboxStore`,
 `VersionStore` and `ClaimAndAdvanceStore`, with the guarantees of the PostgreSQL stores.
 
-The claim is the seed's `INSERT IGNORE` made strict: `INSERT … ON DUPLICATE KEY UPDATE
+The claim is the pattern's `INSERT IGNORE` made strict: `INSERT … ON DUPLICATE KEY UPDATE
 event_id = event_id` changes nothing on a duplicate, so the driver reports 0 affected
 rows for it and 1 for a new row (PyMySQL does not set CLIENT_FOUND_ROWS), while every
 other error (a value too long, a failed CHECK) still fails the statement: `IGNORE` would
