@@ -13,7 +13,9 @@ from pathlib import Path
 
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.transactions import TransactionAdmin
+from cdcbox.stack.connect_worker import GROUP
 from cdcbox.stack.endpoints import Endpoints
+from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,9 +45,11 @@ def abandoned_transaction(stack: Endpoints, topic: str, key: str) -> Iterator[st
 
 
 def connect_offsets_topic(stack: Endpoints) -> str:
-    """The stack's Connect offsets topic (`<group>-offsets`)."""
+    """The stack's Connect offsets topic, `<group>-offsets` (other tests start worker
+    groups of their own on the same brokers)."""
+    topic = f"{GROUP}-offsets"
     with Admin(KafkaSettings(stack.bootstrap_servers)) as admin:
-        (topic,) = [t for t in admin.list_topics() if t.endswith("connect-offsets")]
+        assert topic in admin.list_topics(), topic
     return topic
 
 
@@ -64,6 +68,14 @@ def supervisor_running(
             stderr=out,
         )
     try:
+        # Started (its SIGTERM handler set) once it says so: a stop before that would
+        # kill it with the default action.
+        eventually(
+            lambda: "supervising" in log.read_text() or proc.poll() is not None,
+            timeout=60,
+            what="the supervisor started",
+        )
+        assert proc.poll() is None, log.read_text()[-2000:]
         yield proc
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -41,6 +41,7 @@ def supervise(
     healer: Healer, interval_s: float, stop: threading.Event, metrics: HealMetrics
 ) -> None:
     """Run rounds every `interval_s` until `stop` is set."""
+    log.info("supervising: a round every %.1f s (%s)", interval_s, healer.policy)
     while not stop.is_set():
         try:
             for action, outcome in healer.round():

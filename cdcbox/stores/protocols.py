@@ -1,9 +1,9 @@
 """The store seam: what the consumer asks of each of its tables, whichever the database.
 
 `cdcbox.stores` implements these on PostgreSQL, `cdcbox.mariadb.inbox` and
-`cdcbox.mariadb.consumer_state` on MariaDB; the consumer's steps know only these (and `cdcbox.session.Session`), so no SQL
-of either database is written in the pipeline. Each method runs in the caller's
-transaction unless it says otherwise.
+`cdcbox.mariadb.consumer_state` on MariaDB; the consumer's steps know only these (and
+`cdcbox.session.Session`), so no SQL of either database is written in the pipeline.
+Each method runs in the caller's transaction unless it says otherwise.
 """
 
 from __future__ import annotations

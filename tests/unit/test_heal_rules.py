@@ -9,7 +9,7 @@ import pytest
 
 from cdcbox.errors import ConnectError, KafkaRequestError, LoginRefused, ServiceUnavailable
 from cdcbox.kafka.transactions import OpenTransaction
-from cdcbox.ops.heal import HealAction, RestartBackoff, watched_topics
+from cdcbox.ops.heal import HealAction, HealPolicy, RestartBackoff, watched_topics
 from cdcbox.ops.progress import ProgressWatch, SlotPosition
 from cdcbox.ops.supervisor import HealMetrics, supervise
 from tests.helpers import FakeTime
@@ -120,6 +120,8 @@ def test_a_target_is_restarted_at_once_then_less_and_less_often() -> None:
 
 class FlakyHealer:
     """A healer whose rounds raise what a broken pipeline raises, then a refused login."""
+
+    policy = HealPolicy()
 
     def __init__(self, errors: list[Exception]) -> None:
         self.errors = errors
