@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from bench import soak
 from bench.report import committed
 from tests.faults import ledger
 
@@ -30,3 +31,10 @@ def test_the_docs_show_the_latest_committed_ledger() -> None:
     text = ledger.PAGE.read_text()
     shown = text[text.index(ledger.BEGIN) : text.index(ledger.END) + len(ledger.END)]
     assert shown == ledger.page_section(latest), "run: python -m tests.faults.ledger --docs FILE"
+
+
+def test_the_docs_show_the_latest_committed_soak() -> None:
+    latest = max(committed(soak.RESULTS, "soak-*.jsonl"))
+    text = soak.PAGE.read_text()
+    shown = text[text.index(soak.BEGIN) : text.index(soak.END) + len(soak.END)]
+    assert shown == soak.page_section(latest), "run: python -m bench.soak --docs FILE"
