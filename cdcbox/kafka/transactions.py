@@ -29,6 +29,12 @@ __all__ = ["OpenTransaction", "TransactionAdmin"]
 
 # Coordinator states in which a transaction still holds partitions open.
 _OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+# The partition and the coordinator are asked one after the other: a transaction that
+# ends (and a next one that begins) in between looks, to that one reading, as if its
+# coordinator had let it go. Aborting it then could abort the producer's next
+# transaction on the partition. So a transaction counts as hanging only once its
+# producer has written nothing to the partition for this long: no race spans it.
+HANG_AFTER_IDLE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,10 @@ class OpenTransaction:
 
     def hanging(self, now_ms: int) -> str | None:
         """Why nothing but an abort will end it, or None while its coordinator still
-        will (by a commit, an abort, or the transaction's own timeout)."""
+        will (by a commit, an abort, or the transaction's own timeout), or while its
+        producer wrote to the partition less than `HANG_AFTER_IDLE_S` ago."""
+        if self.idle_s(now_ms) < HANG_AFTER_IDLE_S:
+            return None
         if self.transactional_id is None:
             return "no coordinator knows its producer"
         if self.coordinator_state not in _OPEN_STATES:

@@ -28,11 +28,11 @@ def known(**changes: object) -> OpenTransaction:
         "producer_epoch": 3,
         "coordinator_epoch": -1,
         "first_offset": 10,
-        "last_write_ms": NOW - 5_000,
+        "last_write_ms": NOW - 65_000,
         "transactional_id": "svc-1",
         "coordinator_state": "Ongoing",
         "coordinator_epoch_of_producer": 3,
-        "started_ms": NOW - 8_000,
+        "started_ms": NOW - 68_000,
         "timeout_ms": 60_000,
         "coordinator_has_partition": True,
     }
@@ -43,10 +43,10 @@ def known(**changes: object) -> OpenTransaction:
 def test_a_transaction_its_coordinator_holds_open_is_not_hanging() -> None:
     txn = known()
     assert txn.hanging(NOW) is None
-    assert txn.age_s(NOW) == 8.0
-    assert txn.idle_s(NOW) == 5.0
+    assert txn.age_s(NOW) == 68.0
+    assert txn.idle_s(NOW) == 65.0
     assert txn.describe(NOW) == (
-        "svc-1 holds outbox.event.order-0 open from offset 10 for 8 s (last write 5 s ago)"
+        "svc-1 holds outbox.event.order-0 open from offset 10 for 68 s (last write 65 s ago)"
     )
 
 
@@ -72,9 +72,24 @@ def test_a_transaction_nothing_else_will_end_is_hanging(
     assert known(**changes).hanging(NOW) == reason
 
 
+def test_a_transaction_its_producer_wrote_to_lately_is_never_hanging() -> None:
+    """The partition is read before the coordinator: a transaction that committed, and
+    the next that began, in between would look let go (and aborting it could abort the
+    next one). Only a producer idle on the partition for a minute is judged."""
+    lately = NOW - 5_000
+    for changes in (
+        {"coordinator_state": "CompleteCommit"},
+        {"coordinator_epoch_of_producer": 4},
+        {"coordinator_has_partition": False},
+        {"transactional_id": None},
+    ):
+        assert known(**changes, last_write_ms=lately).hanging(NOW) is None
+        assert known(**changes).hanging(NOW) is not None
+
+
 def test_an_unknown_transaction_is_aged_from_its_last_write() -> None:
     txn = known(transactional_id=None, started_ms=None)
-    assert txn.age_s(NOW) == 5.0
+    assert txn.age_s(NOW) == 65.0
     assert txn.describe(NOW).startswith("producer 7 holds outbox.event.order-0")
 
 
