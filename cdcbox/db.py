@@ -87,6 +87,16 @@ def connect(
         ) from e
 
 
+def check_login(dsn: str) -> None:
+    """Log in once and leave: a refused login (`LoginRefused`) is raised, for a
+    long-running command to exit on at start; a server that does not answer is left to
+    the command, which waits it out."""
+    try:
+        connect(dsn).close()
+    except DatabaseUnavailable:
+        return
+
+
 # What libpq says when the server refused the login (its connection errors carry no
 # SQLSTATE): a wrong password, no pg_hba.conf entry, no such role, no password given.
 _LOGIN_REFUSED = re.compile(

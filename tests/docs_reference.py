@@ -26,8 +26,8 @@ from cdcbox.observe.pipeline_state import (
     PartitionLag,
     PipelineState,
     Sources,
-    TransactionState,
 )
+from cdcbox.observe.transaction_state import TransactionState
 from cdcbox.ops.slots import SlotStatus
 from cdcbox.ops.supervisor import HealMetrics
 from cdcbox.relay.worker import RelayMetrics

@@ -23,14 +23,13 @@ import psycopg
 from psycopg import sql
 
 from cdcbox.connect.client import ConnectClient, tasks_by_id
-from cdcbox.db import connect
-from cdcbox.errors import CdcboxError, ServiceUnavailable, UsageError
+from cdcbox.db import check_login, connect
+from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka.client import Admin, Consumer, KafkaSettings, TopicPartition
 from cdcbox.kafka.lag import records_behind
-from cdcbox.kafka.transactions import TransactionAdmin
 from cdcbox.migrate import recorded_relay_mode
 from cdcbox.names import DbNames
-from cdcbox.ops.heal import watched_topics
+from cdcbox.observe.transaction_state import TransactionState, read_transactions
 from cdcbox.ops.slots import SlotStatus, slot_status
 
 
@@ -109,19 +108,6 @@ class PartitionLag:
 
 
 @dataclass(frozen=True)
-class TransactionState:
-    """A Kafka transaction open on one partition (it holds back the partition's
-    read_committed readers): its owner (transactional id, or `producer N` when no
-    coordinator knows it), its age, and whether nothing but an abort will end it."""
-
-    topic: str
-    partition: int
-    owner: str
-    age_s: float
-    hanging: bool
-
-
-@dataclass(frozen=True)
 class ServiceDb:
     """One service's database, read for its outbox and inbox; `name` labels its lines."""
 
@@ -178,10 +164,7 @@ def check_logins(sources: Sources) -> None:
     long-running reader to exit on; a database that does not answer is left to the
     readings, which report it."""
     for database in sources.databases():
-        try:
-            connect(database.dsn).close()
-        except ServiceUnavailable:
-            continue
+        check_login(database.dsn)
 
 
 def read_state(sources: Sources) -> PipelineState:
@@ -360,23 +343,6 @@ def read_lags(kafka: KafkaSettings, patterns: Sequence[str] = ()) -> list[Partit
         PartitionLag(group, tp.topic, tp.partition, lag)
         for group, lags in behind.items()
         for tp, lag in sorted(lags.items())
-    ]
-
-
-def read_transactions(kafka: KafkaSettings) -> list[TransactionState]:
-    """Every transaction open on a topic but Kafka's internal ones."""
-    with TransactionAdmin(kafka) as admin:
-        found = admin.open_transactions(watched_topics(admin.list_topics()))
-    now_ms = int(time.time() * 1000)
-    return [
-        TransactionState(
-            t.topic,
-            t.partition,
-            t.transactional_id or f"producer {t.producer_id}",
-            t.age_s(now_ms),
-            t.hanging(now_ms) is not None,
-        )
-        for t in found
     ]
 
 

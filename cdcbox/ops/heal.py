@@ -27,7 +27,7 @@ from psycopg.conninfo import make_conninfo
 
 from cdcbox.connect.client import ConnectClient, tasks_by_id
 from cdcbox.connect.connectors import DEBEZIUM_POSTGRES_CLASS
-from cdcbox.db import connect
+from cdcbox.db import check_login, connect
 from cdcbox.errors import CdcboxError, ServiceUnavailable
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.transactions import OpenTransaction, TransactionAdmin
@@ -111,12 +111,8 @@ class Healer:
     def check_login(self) -> None:
         """Log in to the DSN's database once: a refused login (`LoginRefused`) is raised,
         for the supervisor to exit on; one that does not answer is for later rounds."""
-        if self.dsn is None:
-            return
-        try:
-            connect(self.dsn).close()
-        except ServiceUnavailable:
-            return
+        if self.dsn is not None:
+            check_login(self.dsn)
 
     # --- finding ---------------------------------------------------------------------
     def failed(self) -> list[HealAction]:

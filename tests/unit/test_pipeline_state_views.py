@@ -24,9 +24,9 @@ from cdcbox.observe.pipeline_state import (
     PipelineState,
     ServiceDb,
     Sources,
-    TransactionState,
 )
 from cdcbox.observe.top_view import MAX_LAG_ROWS, SlotClock, frame
+from cdcbox.observe.transaction_state import TransactionState
 from cdcbox.ops.slots import SlotStatus
 from tests.helpers import FakeTime
 
