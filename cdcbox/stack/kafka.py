@@ -87,6 +87,15 @@ class JvmComponent(process.PidTracked):
         return self.layout
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id, drawn as Kafka's `Uuid.randomUuid()` draws one: never
+    starting with "-", which `kafka-storage format -t` would read as an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class NativeKafka(JvmComponent):
     """One KRaft node (broker and controller) of the native stack, started and stopped by pid."""
 
@@ -251,9 +260,10 @@ class NativeKafka(JvmComponent):
     def _cluster_id(self) -> str:
         """One id for every node of this stack, made by the first node formatted."""
         path = self.config.state_dir / "kafka-cluster-id"
-        if not path.exists():
+        # An id starting with "-" was never formatted (the tool refused it): draw again.
+        if not path.exists() or path.read_text().startswith("-"):
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+            path.write_text(new_cluster_id())
         return path.read_text().strip()
 
     def _answers(self) -> bool:
