@@ -134,7 +134,10 @@ class ComposeStack:
         if self._build_base is None:
             self.prepare_images()
         with step("docker compose up (images are built on the first run)"):
-            result = self.run_compose("up", "-d", "--build", "--wait", timeout=1800)
+            # The supervisor is a service of the default profile: `--no-supervisor` keeps
+            # it at 0.
+            scale = [] if self.config.with_supervisor else ["--scale", "supervisor=0"]
+            result = self.run_compose("up", "-d", "--build", "--wait", *scale, timeout=1800)
         if result.returncode != 0:
             raise StackError(up_failure(result.stderr, self.project, self.config.build_ca))
         return self.endpoints()
@@ -170,5 +173,6 @@ class ComposeStack:
         states = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
         return [
             ComponentStatus(name, states.get(name) == "running", states.get(name, "absent"))
-            for name in ("postgres", "registry", "kafka", "connect")
+            for name in ("postgres", "registry", "kafka", "connect", "supervisor")
+            if name != "supervisor" or self.config.with_supervisor or name in states
         ]

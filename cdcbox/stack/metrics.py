@@ -74,6 +74,7 @@ class NativePrometheus(Spawned):
             "consumer": [f"{host}:{p}" for p in ports.consumer_metrics],
             "relay": [f"{host}:{p}" for p in ports.relay_metrics],
             "exporter": [f"{host}:{ports.exporter}"],
+            "supervisor": [f"{host}:{ports.supervisor}"] if self.config.with_supervisor else [],
             "connect": [f"{host}:{ports.connect_metrics + w}" for w in workers],
         }
         for job, addresses in jobs.items():

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.compose
 
 HERE = Path(__file__).resolve().parent
 EXPORTER_PORT = 29207
+SUPERVISOR_PORT = 29206
 PROJECT = "cdcbox-existing"
 
 
@@ -71,6 +72,7 @@ def test_the_existing_infrastructure_file_deploys_onto_a_running_stack(
                 **native_stack.as_env(),
                 "CDCBOX_PGPASS": native_stack.pgpassfile,
                 "CDCBOX_EXPORTER_PORT": str(EXPORTER_PORT),
+                "CDCBOX_SUPERVISOR_PORT": str(SUPERVISOR_PORT),
                 # The native stack's secret files are this user's, mode 0600.
                 "CDCBOX_USER": f"{os.getuid()}:{os.getgid()}",
             }.items()
@@ -99,6 +101,8 @@ def test_the_existing_infrastructure_file_deploys_onto_a_running_stack(
         assert status is not None and status["connector"]["state"] == "RUNNING", status
         with urllib.request.urlopen(f"http://127.0.0.1:{EXPORTER_PORT}/metrics") as r:
             assert b"cdcbox_" in r.read()
+        with urllib.request.urlopen(f"http://127.0.0.1:{SUPERVISOR_PORT}/metrics") as r:
+            assert b"cdcbox_heal_rounds_total" in r.read()
         order_id = f"existing-{os.getpid()}"
         with psycopg.connect(host_dsn(native_stack)) as conn, conn.transaction():
             outbox = Outbox(schemas=Catalogue.load(resource_dir("schemas") / "avro"))

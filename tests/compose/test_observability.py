@@ -41,8 +41,15 @@ def test_prometheus_scrapes_every_target_of_the_compose_stack(
             what="every target of the observability profile scraped",
         )
         jobs = {t["labels"]["job"] for t in api("targets")["activeTargets"]}
-        assert jobs == {"cdcbox-consumer", "cdcbox-exporter", "kafka-connect"}
-        assert len(health()) == 6 + 1 + 1  # six services, the exporter, one worker
+        assert jobs == {"cdcbox-consumer", "cdcbox-exporter", "cdcbox-supervisor", "kafka-connect"}
+        # six services, the exporter, the supervisor, one worker
+        assert len(health()) == 6 + 1 + 1 + 1
+
+        def rounds() -> float:
+            result = api("query?query=cdcbox_heal_rounds_total")["result"]
+            return float(result[0]["value"][1]) if result else 0.0
+
+        eventually(lambda: rounds() > 0, timeout=60, what="the supervisor's rounds scraped")
         groups = api("rules")["groups"]
         assert groups and all(group["rules"] for group in groups), "alerts.yml loaded"
     finally:

@@ -322,7 +322,7 @@ def test_the_existing_infrastructure_file_runs_only_cdcbox_against_your_endpoint
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
     always = {name for name, service in services.items() if not service.get("profiles")}
-    assert always == {"migrate", "exporter"}  # no database, broker or worker of ours
+    assert always == {"migrate", "exporter", "supervisor"}  # no database, broker or worker
     env = services["migrate"]["environment"]
     assert env["CDCBOX_DSN"] == EXISTING_ENV["CDCBOX_DSN"]
     assert env["CDCBOX_CONNECT_URL"] == EXISTING_ENV["CDCBOX_CONNECT_URL"]
