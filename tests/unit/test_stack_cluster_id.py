@@ -15,7 +15,7 @@ def test_a_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) 
     # and `stack up` failed on one fresh state dir in 64. Kafka's own Uuid.randomUuid()
     # draws again in that case; so must we.
     drawn = iter([uuid.UUID(bytes=b"\xf8" + b"\x00" * 15), uuid.UUID(int=7)])
-    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(drawn))
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(drawn))
     cluster_id = kafka.new_cluster_id()
     assert not cluster_id.startswith("-")
     assert cluster_id == "AAAAAAAAAAAAAAAAAAAABw"
