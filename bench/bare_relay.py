@@ -13,7 +13,7 @@ from psycopg import sql
 from cdcbox import wire
 from cdcbox.names import DbNames
 from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow
+from cdcbox.seam.relay import OutboxRow
 
 
 def claim_pending(names: DbNames) -> sql.Composed:

@@ -33,7 +33,7 @@ from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.topics import ensure_topics
 from cdcbox.names import DbNames
 from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow
+from cdcbox.seam.relay import OutboxRow
 
 AGGREGATES = 500
 

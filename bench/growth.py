@@ -46,7 +46,7 @@ from cdcbox.names import DbNames
 from cdcbox.observe.pipeline_state import read_database
 from cdcbox.ops.pacing import Pace
 from cdcbox.ops.retention import InboxFloor, purge_inbox, purge_outbox
-from cdcbox.stores.inbox import Inbox
+from cdcbox.postgres.inbox import Inbox
 
 CHUNK = 1_000_000  # rows per filling statement
 # A time-ordered id from row number g and an instant ts, as the producer's UUIDv7.

@@ -23,8 +23,8 @@ from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.steps.route import Decoded, Routed
-from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier
+from cdcbox.postgres.database import postgres_stores
 
 BATCH = 500  # records per poll batch, as the consumer's max_poll_records
 
@@ -50,7 +50,7 @@ def record_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(EFFECT_DDL)
     handler = effect_handler(f"bench-steps-{uuid.uuid4().hex[:6]}", aggregate_type)
-    stores = Stores()
+    stores = postgres_stores()
     pipeline = RecordPipeline(
         {"Bench": (handler,)},
         stores,

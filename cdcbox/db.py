@@ -11,6 +11,7 @@ import psycopg
 from psycopg import pq
 from psycopg.pq import TransactionStatus
 
+from cdcbox.dsn import database_kind
 from cdcbox.errors import ConfigError, DatabaseUnavailable, LoginRefused, SessionChanged
 from cdcbox.session import Session
 
@@ -66,7 +67,7 @@ def connect(
             **extra,
         )
     except psycopg.ProgrammingError as e:
-        if dsn.split(":", 1)[0].lower() in ("mariadb", "mysql"):
+        if database_kind(dsn) == "MariaDB":
             raise ConfigError(
                 "a MariaDB DSN where PostgreSQL is needed: on MariaDB cdcbox runs "
                 "`db migrate` and `relay run` (see the guide, Services on MariaDB)"

@@ -1,7 +1,7 @@
 """What the consumer and its stores need of a database session, whichever the database.
 
-A psycopg `Connection` is one as it is; on MariaDB `cdcbox.mariadb.session.MariaDbSession`
-wraps a PyMySQL connection into one. Both take `%s` placeholders. A handler that
+A psycopg `Connection` is one as it is; on MariaDB `cdcbox.mariadb.session` wraps a
+PyMySQL connection into one. Both take `%s` placeholders. A handler that
 annotates its `conn` with `Session` and writes SQL both databases accept runs unchanged
 on either.
 """
@@ -41,8 +41,8 @@ class Session(Protocol):
 
 
 class SessionSource(Protocol):
-    """The consumer's one session, reopened after it broke (`cdcbox.db.Reconnecting`,
-    `cdcbox.mariadb.session.MariaDbSessions`). `guard` keeps the session from being
+    """The consumer's one session, reopened after it broke (`cdcbox.db.Reconnecting`, or
+    MariaDB's in `cdcbox.mariadb.session`). `guard` keeps the session from being
     replaced until `unguard` where commits may be asynchronous (see `Reconnecting`)."""
 
     def __call__(self) -> Session: ...
@@ -72,9 +72,9 @@ class AsyncRows(Protocol):
 
 
 class AsyncSession(Protocol):
-    """What an `AsyncHandler` gets: psycopg's `AsyncConnection` on PostgreSQL, an
-    `AsyncMariaDbSession` on MariaDB; both views of the record's own session, inside
-    its transaction (`transaction()` is a savepoint)."""
+    """What an `AsyncHandler` gets: psycopg's `AsyncConnection` on PostgreSQL, the
+    view of `cdcbox.mariadb.async_session` on MariaDB; both views of the record's own
+    session, inside its transaction (`transaction()` is a savepoint)."""
 
     async def execute(self, query: Any, params: Any = None) -> AsyncRows: ...
 

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from cdcbox.avro import Catalogue
-from cdcbox.mariadb.connection import is_mariadb_dsn
+from cdcbox.dsn import database_kind
 from cdcbox.mariadb.session import open_session
 from cdcbox.producer.outbox import Outbox
 from cdcbox.resources import resource_dir
@@ -58,7 +58,7 @@ def place_orders(
 
 def rows(dsn: str, query: str, params: tuple[Any, ...]) -> Any:
     """The first column of the first row of `query` on `dsn` (PostgreSQL or MariaDB)."""
-    if is_mariadb_dsn(dsn):
+    if database_kind(dsn) == "MariaDB":
         session = open_session(dsn)
         try:
             row = session.execute(query, params).fetchone()

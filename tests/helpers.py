@@ -187,10 +187,10 @@ def parked_count(conn: psycopg.Connection[Any], names: DbNames, consumer: str) -
 @contextmanager
 def database_session(dsn: str) -> Iterator[Session]:
     """An autocommit session on the DSN's database, PostgreSQL or MariaDB."""
-    from cdcbox.mariadb.connection import is_mariadb_dsn
+    from cdcbox.dsn import database_kind
     from cdcbox.mariadb.session import open_session
 
-    if is_mariadb_dsn(dsn):
+    if database_kind(dsn) == "MariaDB":
         session = open_session(dsn)
         try:
             yield session

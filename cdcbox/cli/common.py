@@ -32,7 +32,7 @@ from cdcbox.names import DbNames
 from cdcbox.telemetry.log_format import LEVELS
 
 if TYPE_CHECKING:
-    from cdcbox.consumer.database import ConsumerDatabase
+    from cdcbox.seam.database import ConsumerState
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -89,12 +89,12 @@ class Settings:
         return connect(self.require_dsn(), autocommit=True)
 
     @contextmanager
-    def consumer_database(self) -> Iterator[ConsumerDatabase]:
+    def consumer_database(self) -> Iterator[ConsumerState]:
         """The consumers' tables of the DSN's database, PostgreSQL or MariaDB, with one
         autocommit session (`sessions()`), closed at exit."""
-        from cdcbox.consumer.database import consumer_database
+        from cdcbox.databases import database_for
 
-        database = consumer_database(self.require_dsn(), self.names, durable_each_commit=True)
+        database = database_for(self.require_dsn()).consumer_state(self.names, True)
         try:
             yield database
         finally:

@@ -11,11 +11,11 @@ import click
 from cdcbox.cli.common import settings
 from cdcbox.connect.connectors import render
 from cdcbox.connect.services import Service
-from cdcbox.db import connect
+from cdcbox.databases import database_for
 from cdcbox.errors import UsageError
-from cdcbox.mariadb.connection import is_mariadb_dsn
-from cdcbox.migrate import PARTS, RELAY_MODES, Part, RelayMode, ensure_schema, migrate, render_sql
+from cdcbox.migrate import PARTS, RELAY_MODES, Part, RelayMode, render_sql
 from cdcbox.ops.message_checks import reads_messages
+from cdcbox.seam.database import Migration
 from cdcbox.stack.secrets import read_password_properties
 
 only_option = click.option(
@@ -85,30 +85,25 @@ def migrate_command(
     password = read_password_properties(debezium_password_file) if debezium_password_file else None
     s = settings(ctx)
     dsn, names = s.require_dsn(), s.names
-    if is_mariadb_dsn(dsn) and service_spec is None:
-        from cdcbox.mariadb.migrate import migrate_dsn  # the `mariadb` extra
-
-        applied = migrate_dsn(dsn, names, relay, parts)
-        click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
-        return
     if service_spec is not None:
         spec = render(service_spec, os.environ)
         service = service_of(service_spec, spec.service)
         dsn, names, slot = service.dsn(dsn), service.names, service.slot
         relay = relay or ("messages" if reads_messages(spec.config) else None)
-    relay = relay or "cdc"
-    with connect(dsn) as conn:
-        if ensure_schema(conn, names):
-            click.echo(f"created schema {names.schema}")
-        applied = migrate(
-            conn,
+    slotted = not no_slot and relay != "polling" and producing
+    migrated = database_for(dsn).migrate(
+        Migration(
             names=names,
-            mode=cast(RelayMode, relay),
-            debezium_password=password if producing else None,
-            slot=None if no_slot or relay == "polling" or not producing else slot,
-            limits=s.limits,
+            relay=cast(RelayMode | None, relay),
             parts=parts,
+            debezium_password=password if producing else None,
+            slot=slot if slotted else None,
+            limits=s.limits,
         )
+    )
+    if migrated.created_schema:
+        click.echo(f"created schema {names.schema}")
+    applied = migrated.applied
     click.echo(f"applied {', '.join(applied)}" if applied else "database is up to date")
 
 

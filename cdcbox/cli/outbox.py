@@ -21,8 +21,8 @@ from cdcbox.connect import offsets as connector_offsets
 from cdcbox.migrate import RelayMode, recorded_relay_mode
 from cdcbox.ops import retention
 from cdcbox.ops.pacing import Pace
-from cdcbox.relay.store import RelayStore
-from cdcbox.relay.store import outbox_stats as outbox_stats_of
+from cdcbox.postgres.relay_store import RelayStore
+from cdcbox.postgres.relay_store import outbox_stats as outbox_stats_of
 
 
 @click.group("outbox")

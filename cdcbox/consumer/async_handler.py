@@ -1,5 +1,5 @@
 """Async handlers: `async def handle(event, conn)` with a psycopg `AsyncConnection` (on
-MariaDB an `AsyncMariaDbSession`, `cdcbox.mariadb.async_session`).
+MariaDB the asynchronous session of `cdcbox.mariadb.async_session`).
 
 Guarantee: the same protocol as a sync handler. The `AsyncConnection` an async handler
 gets is a second view of the record's own database session: it wraps the libpq
@@ -22,20 +22,16 @@ import asyncio
 import concurrent.futures
 import threading
 import uuid
-import weakref
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
 import psycopg
 
-from cdcbox.consumer.emit import caused_by, mismatched, require_outbox
+from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import UsageError
 from cdcbox.event import Event
-from cdcbox.mariadb.async_session import AsyncMariaDbSession
-from cdcbox.mariadb.outbox import MariaDbOutbox
-from cdcbox.mariadb.session import MariaDbSession
-from cdcbox.producer.outbox import NewEvent, Outbox, slot_refusal
+from cdcbox.producer.outbox import NewEvent
 from cdcbox.session import AsyncSession, Session
 from cdcbox.telemetry.tracing import in_current_context
 
@@ -52,6 +48,9 @@ class AsyncHandler(BaseHandler):
 
     # psycopg's pipeline mode belongs to the sync connection; an async view cannot join it.
     pipelined: ClassVar[bool] = False
+    # The asynchronous view of the consumer's record session (its database's), bound by
+    # the consumer at start.
+    session_view: Callable[[Session], AsyncSession] | None = None
 
     async def handle(self, event: Event, conn: psycopg.AsyncConnection[Any]) -> None:
         """Apply `event` with `conn`, in the record's transaction, as `Handler.handle`."""
@@ -66,24 +65,24 @@ class AsyncHandler(BaseHandler):
 
     async def emit(self, conn: AsyncSession, cause: Event, event: NewEvent) -> uuid.UUID:
         """`Handler.emit`, awaited, on the connection `handle` got."""
-        name = type(self).__name__
-        outbox = require_outbox(self.outbox, name)
-        if isinstance(conn, AsyncMariaDbSession):  # its outbox table, on the same session
-            if not isinstance(outbox, MariaDbOutbox):
-                raise mismatched(name, outbox, "MariaDB")
-            return outbox.append(conn.session, caused_by(cause, event))
-        if not isinstance(outbox, Outbox) or not isinstance(conn, psycopg.AsyncConnection):
-            raise mismatched(name, outbox, "PostgreSQL")
-        prepared = outbox.one(conn, caused_by(cause, event))
-        with slot_refusal(outbox.messages):
-            await conn.execute(prepared.statement, prepared.params)
-        return prepared.event_ids[0]
+        outbox = require_outbox(self.outbox, type(self).__name__)
+        return await outbox.emit_async(conn, caused_by(cause, event))
 
     def invoke(self, event: Event, conn: Session) -> None:
-        run_on_loop(in_current_context(self.handle(event, _declared(async_view(conn)))))
+        view = _declared(self._view(conn))
+        run_on_loop(in_current_context(self.handle(event, view)))
 
     def invoke_batch(self, events: Sequence[Event], conn: Session) -> None:
-        run_on_loop(in_current_context(self.handle_batch(events, _declared(async_view(conn)))))
+        view = _declared(self._view(conn))
+        run_on_loop(in_current_context(self.handle_batch(events, view)))
+
+    def _view(self, conn: Session) -> AsyncSession:
+        if self.session_view is None:
+            raise UsageError(
+                f"{type(self).__name__} invoked outside a consumer: run it in a Consumer "
+                "or the testing Harness, which give it its database's sessions"
+            )
+        return self.session_view(conn)
 
 
 def _declared(view: AsyncSession) -> psycopg.AsyncConnection[Any]:
@@ -122,33 +121,3 @@ def run_on_loop(coroutine: Coroutine[Any, Any, T]) -> T:
         future.cancel()
         concurrent.futures.wait([future], timeout=_CANCEL_WAIT_S)
         raise
-
-
-_views: weakref.WeakKeyDictionary[psycopg.Connection[Any], psycopg.AsyncConnection[Any]] = (
-    weakref.WeakKeyDictionary()
-)
-_views_lock = threading.Lock()
-
-
-def async_view(conn: Session) -> AsyncSession:
-    """The `AsyncConnection` over `conn`'s own libpq connection (one per connection).
-
-    It never prepares statements (the two objects would name them alike), and `conn`
-    keeps its notice and notification handlers. It is closed when `conn` is: never
-    close it, commit it or roll it back yourself. On MariaDB: an `AsyncMariaDbSession`
-    over the record's session.
-    """
-    if isinstance(conn, MariaDbSession):
-        return AsyncMariaDbSession(conn)
-    if not isinstance(conn, psycopg.Connection):
-        raise UsageError(f"an AsyncHandler cannot run on a {type(conn).__name__}")
-    with _views_lock:
-        view = _views.get(conn)
-        if view is None:
-            pgconn = conn.pgconn
-            notice, notify = pgconn.notice_handler, pgconn.notify_handler
-            view = psycopg.AsyncConnection(pgconn)
-            pgconn.notice_handler, pgconn.notify_handler = notice, notify
-            view.prepare_threshold = None
-            _views[conn] = view
-        return view

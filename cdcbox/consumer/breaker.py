@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cdcbox.names import DbNames
+from cdcbox.postgres.breaker_state import BreakerState
+from cdcbox.seam.stores import BreakerStore
 from cdcbox.session import Session
-from cdcbox.stores.breaker_state import BreakerState
-from cdcbox.stores.protocols import BreakerStore
 
 
 @dataclass(frozen=True)

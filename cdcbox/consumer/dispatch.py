@@ -6,16 +6,14 @@ first record, not at it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cdcbox import wire
-from cdcbox.avro import Catalogue
 from cdcbox.consumer.async_handler import AsyncHandler
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import ConfigError
-from cdcbox.mariadb.outbox import MariaDbOutbox
-from cdcbox.names import DbNames
-from cdcbox.producer.outbox import Outbox
+from cdcbox.seam.outbox import OutboxWriter
+from cdcbox.session import AsyncSession, Session
 
 _CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 
@@ -54,25 +52,17 @@ def dispatch_table(handlers: Sequence[BaseHandler]) -> dict[str, tuple[BaseHandl
     return table
 
 
-def bind_outboxes(
+def bind_handlers(
     handlers: Sequence[BaseHandler],
-    names: DbNames,
-    schemas: Catalogue | None,
-    messages: bool = False,
-    mariadb: bool = False,
+    outbox: OutboxWriter,
+    async_view: Callable[[Session], AsyncSession],
 ) -> None:
     """Give each handler that names no outbox the consumer's own for `Handler.emit` (its
-    schema, its Avro catalogue, so emitted Avro event types are encoded and checked, and
-    its mode: the table, or `messages`; on MariaDB its database's outbox table)."""
-    if mariadb and messages:
-        raise ConfigError(
-            "emit_messages: logical decoding messages are PostgreSQL's; a MariaDB "
-            "consumer emits to its outbox table (published by the polling relay)"
-        )
+    database's, in its schema, with its Avro catalogue, so emitted Avro event types are
+    encoded and checked), and each `AsyncHandler` the asynchronous view of the
+    database's sessions."""
     for handler in handlers:
         if handler.outbox is None:
-            handler.outbox = (
-                MariaDbOutbox(names, schemas)
-                if mariadb
-                else Outbox(names, schemas, messages=messages)
-            )
+            handler.outbox = outbox
+        if isinstance(handler, AsyncHandler):
+            handler.session_view = async_view

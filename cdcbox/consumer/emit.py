@@ -14,8 +14,8 @@ import dataclasses
 
 from cdcbox.errors import UsageError
 from cdcbox.event import Event
-from cdcbox.mariadb.outbox import MariaDbOutbox
-from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent
+from cdcbox.seam.outbox import OutboxWriter
 from cdcbox.telemetry.tracing import continuing
 
 
@@ -30,9 +30,7 @@ def caused_by(cause: Event, event: NewEvent) -> NewEvent:
     )
 
 
-def require_outbox(
-    outbox: Outbox | MariaDbOutbox | None, handler_name: str
-) -> Outbox | MariaDbOutbox:
+def require_outbox(outbox: OutboxWriter | None, handler_name: str) -> OutboxWriter:
     """The outbox a handler emits to, or `UsageError` when nothing bound one."""
     if outbox is None:
         raise UsageError(
@@ -40,12 +38,3 @@ def require_outbox(
             "or run it in a Consumer or the testing Harness, which bind their own"
         )
     return outbox
-
-
-def mismatched(handler_name: str, outbox: object, database: str) -> UsageError:
-    """The error of a handler whose outbox (set by hand: the consumer binds the matching
-    one) is of another database than the session it runs on."""
-    return UsageError(
-        f"{handler_name}.outbox is a {type(outbox).__name__} but the handler runs on "
-        f"{database}: set the outbox of its database, or leave it None"
-    )

@@ -17,11 +17,11 @@ from typing import Any, ClassVar, cast
 import psycopg
 
 from cdcbox import wire
-from cdcbox.consumer.emit import caused_by, mismatched, require_outbox
+from cdcbox.consumer.emit import caused_by, require_outbox
 from cdcbox.consumer.signals import SkipEvent
 from cdcbox.event import Event
-from cdcbox.mariadb.outbox import MariaDbOutbox
-from cdcbox.producer.outbox import NewEvent, Outbox
+from cdcbox.producer.outbox import NewEvent
+from cdcbox.seam.outbox import OutboxWriter
 from cdcbox.session import Session
 
 
@@ -50,7 +50,7 @@ class BaseHandler:
     # of the record's (or batch's) transaction.
     pipelined: ClassVar[bool | None] = None
     # Where `emit` appends. None: the consumer binds its own database's outbox at start.
-    outbox: Outbox | MariaDbOutbox | None = None
+    outbox: OutboxWriter | None = None
     # Where its producer's records carry each part of an event. The default reads cdcbox's
     # contract and Debezium's Outbox Event Router as documented; see `wire.WireFormat`.
     wire_format: ClassVar[wire.WireFormat] = wire.DEFAULT_FORMAT
@@ -78,7 +78,7 @@ class Handler(BaseHandler):
 
     `handle` runs inside the consumer's transaction on `conn`: write your change with it,
     never commit or roll back yourself. Raise any exception to have the record retried.
-    `conn` is a psycopg `Connection` on PostgreSQL and a `MariaDbSession` on MariaDB
+    `conn` is a psycopg `Connection` on PostgreSQL and MariaDB's session on MariaDB
     (`execute`, `cursor`, `transaction()` alike, `%s` placeholders): a handler meant for
     both annotates it `cdcbox.Session` and writes SQL both accept.
     `event_types = {ANY_EVENT_TYPE}` takes every event of its topics, typed or not.
@@ -102,15 +102,8 @@ class Handler(BaseHandler):
         the one `handle` got: no second connection). It commits with the record's effect
         or not at all, carries `cause`'s trace id and `cause`'s event id as its causation
         id. Works in every mode, pipelined and batch included. Returns its event id."""
-        name = type(self).__name__
-        outbox = require_outbox(self.outbox, name)
-        if isinstance(outbox, MariaDbOutbox):
-            if isinstance(conn, psycopg.Connection):
-                raise mismatched(name, outbox, "PostgreSQL")
-            return outbox.append(conn, caused_by(cause, event))
-        if not isinstance(conn, psycopg.Connection):
-            raise mismatched(name, outbox, "MariaDB")
-        return outbox.append(conn, caused_by(cause, event))
+        outbox = require_outbox(self.outbox, type(self).__name__)
+        return outbox.emit(conn, caused_by(cause, event))
 
     def invoke(self, event: Event, conn: Session) -> None:
         """How the consumer calls `handle` (an `AsyncHandler` runs it on its loop)."""

@@ -17,9 +17,8 @@ import threading
 from collections.abc import Mapping
 from typing import Protocol
 
-from kafka import TopicPartition
-
 from cdcbox.errors import CommitRefused, KafkaUnavailable
+from cdcbox.kafka.client import TopicPartition
 
 log = logging.getLogger("cdcbox.consumer")
 

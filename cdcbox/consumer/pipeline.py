@@ -47,10 +47,10 @@ from cdcbox.consumer.steps.route import (
     Unroutable,
 )
 from cdcbox.consumer.steps.transaction import FirstTry, RecordTransaction, Redo
-from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.event import Event
 from cdcbox.kafka.dlq import DeadLetterPublisher
+from cdcbox.seam.stores import Stores
 from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
 

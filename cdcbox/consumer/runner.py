@@ -22,14 +22,14 @@ import psycopg
 
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
-from cdcbox.consumer.database import consumer_database
-from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
+from cdcbox.consumer.dispatch import bind_handlers, dispatch_table
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
 from cdcbox.consumer.offsets import OffsetCommits
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats
 from cdcbox.consumer.steps.retry import is_service_outage
+from cdcbox.databases import database_for
 from cdcbox.db import is_outage
 from cdcbox.errors import CdcboxError, SessionChanged
 from cdcbox.kafka import client as kafka_client
@@ -52,9 +52,10 @@ class Consumer:
         self.config = config
         self.stats = ConsumerStats()
         self._dispatch = dispatch_table(self.handlers)
-        self.database = consumer_database(config.dsn, names, config.durable_each_commit)
-        on_mariadb = self.database.kind == "MariaDB"
-        bind_outboxes(self.handlers, names, config.schemas, config.emit_messages, on_mariadb)
+        database = database_for(config.dsn)
+        self.database = database.consumer_state(names, config.durable_each_commit)
+        outbox = database.outbox(names, config.schemas, config.emit_messages)
+        bind_handlers(self.handlers, outbox, self.database.async_view)
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self._reload_parked = threading.Event()  # set by the assignment listener

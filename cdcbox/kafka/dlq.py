@@ -25,9 +25,9 @@ from cdcbox.kafka.client import Consumer, KafkaSettings, Producer, TopicPartitio
 from cdcbox.kafka.records import RecordSink
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
+from cdcbox.postgres.parking import Parking
+from cdcbox.seam.stores import ParkedKey, ParkingStore
 from cdcbox.session import Session
-from cdcbox.stores.parking import Parking
-from cdcbox.stores.protocols import ParkedKey, ParkingStore
 from cdcbox.wire import ConsumedRecord
 
 ERROR_HEADERS = (

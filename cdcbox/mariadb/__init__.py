@@ -1,8 +1,8 @@
 """Services on MariaDB: their outbox (`MariaDbOutbox`), its migrations, and the sessions
 the polling relay publishes it through. Needs the `mariadb` extra (PyMySQL)."""
 
-from cdcbox.mariadb.connection import MariaDbDsn, connect, is_mariadb_dsn
+from cdcbox.mariadb.connection import MariaDbDsn, connect
 from cdcbox.mariadb.migrate import migrate
 from cdcbox.mariadb.outbox import MariaDbOutbox
 
-__all__ = ["MariaDbDsn", "MariaDbOutbox", "connect", "is_mariadb_dsn", "migrate"]
+__all__ = ["MariaDbDsn", "MariaDbOutbox", "connect", "migrate"]

@@ -13,17 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from cdcbox.dsn import database_kind
 from cdcbox.errors import ConfigError, DatabaseUnavailable, LoginRefused
 
-SCHEMES = ("mariadb", "mysql")
 DEFAULT_PORT = 3306
 # Client-side errors of a lost or refused connection (PyMySQL's CR_* codes and the
 # server's "gone away" family): the remedy is to reconnect, not to fail the row.
 _LOST = {2003, 2006, 2013, 2014, 2045, 2055, 1053, 1927}
-
-
-def is_mariadb_dsn(dsn: str) -> bool:
-    return dsn.split(":", 1)[0].lower() in SCHEMES
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,7 @@ class MariaDbDsn:
     @classmethod
     def parse(cls, dsn: str) -> MariaDbDsn:
         parts = urlsplit(dsn)
-        if parts.scheme.lower() not in SCHEMES:
+        if database_kind(dsn) != "MariaDB":
             raise ConfigError(f"not a MariaDB DSN (expected mariadb://…): {cls._safe(dsn)}")
         database = parts.path.lstrip("/")
         if not parts.hostname or not parts.username or not database:

@@ -1,6 +1,6 @@
 """The consumer's other tables on MariaDB: parked aggregates, reconciliation, the group
 binding and the circuit breaker's state, with the PostgreSQL stores' guarantees (see
-`cdcbox.stores.protocols`). Upserts that must not change an existing row are
+`cdcbox.seam.stores`). Upserts that must not change an existing row are
 `ON DUPLICATE KEY UPDATE <key> = <key>` (see `cdcbox.mariadb.inbox`)."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Any
 from cdcbox.event import Event
 from cdcbox.mariadb.inbox import aggregate_id_text, placeholders
 from cdcbox.names import DbNames
+from cdcbox.seam.parked_cache import ParkedCache
+from cdcbox.seam.stores import ParkedKey, ParkState, names_to_move
 from cdcbox.session import Session
-from cdcbox.stores.group_binding import names_to_move
-from cdcbox.stores.parking import ParkedCache
-from cdcbox.stores.protocols import ParkedKey, ParkState
 
 
 class MariaDbParking(ParkedCache):
@@ -120,7 +119,7 @@ class MariaDbReconciliation:
 
 
 class MariaDbGroupBinding:
-    """One consumer name, one consumer group (see `cdcbox.stores.group_binding`)."""
+    """One consumer name, one consumer group (see `cdcbox.postgres.group_binding`)."""
 
     def __init__(self, names: DbNames = DbNames()) -> None:
         self.table = names.bindings

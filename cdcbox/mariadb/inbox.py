@@ -1,4 +1,4 @@
-"""The inbox and the version guard on MariaDB: `cdcbox.stores.protocols`' `InboxStore`,
+"""The inbox and the version guard on MariaDB: `cdcbox.seam.stores`' `InboxStore`,
 `VersionStore` and `ClaimAndAdvanceStore`, with the guarantees of the PostgreSQL stores.
 
 The claim is the pattern's `INSERT IGNORE` made strict: `INSERT … ON DUPLICATE KEY UPDATE
@@ -21,10 +21,8 @@ from datetime import datetime, timedelta
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+from cdcbox.seam.stores import Claim, GuardResult, PurgePlan, VersionKey, claim_row
 from cdcbox.session import Session
-from cdcbox.stores.inbox import claim_row
-from cdcbox.stores.protocols import Claim, PurgePlan
-from cdcbox.stores.version_guard import GuardResult, VersionKey
 
 _FINISHED = "('PROCESSED', 'SKIPPED')"
 

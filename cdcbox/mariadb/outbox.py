@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from cdcbox.errors import UsageError
 from cdcbox.limits import EventLimits
+from cdcbox.mariadb.async_session import AsyncMariaDbSession
+from cdcbox.mariadb.session import MariaDbSession
 from cdcbox.names import DbNames
 from cdcbox.producer.columns import EVENT_COLUMNS
-from cdcbox.producer.outbox import EventRow, NewEvent, event_row
+from cdcbox.producer.outbox import EventRow, NewEvent, event_row, wrong_session
+from cdcbox.session import AsyncSession, Session
 
 if TYPE_CHECKING:
     from cdcbox.avro import Catalogue
@@ -55,6 +58,19 @@ class MariaDbOutbox:
         with conn.cursor() as cur:
             cur.execute(self._head + self._row, _params(row))
         return row.event_id
+
+    def emit(self, conn: Session, event: NewEvent) -> uuid.UUID:
+        """`append` on a consumer's record session (`cdcbox.seam.outbox.OutboxWriter`):
+        `UsageError` unless it is MariaDB's."""
+        if not isinstance(conn, MariaDbSession):
+            raise wrong_session(self, conn)
+        return self.append(conn, event)
+
+    async def emit_async(self, conn: AsyncSession, event: NewEvent) -> uuid.UUID:
+        """`emit` on the asynchronous view of the record's session (the same session)."""
+        if not isinstance(conn, AsyncMariaDbSession):
+            raise wrong_session(self, conn)
+        return self.append(conn.session, event)
 
     def append_many(self, conn: Any, events: Iterable[NewEvent]) -> list[uuid.UUID]:
         """Append many events with one multi-row INSERT (one round trip, one instant)."""

@@ -31,8 +31,9 @@ from cdcbox.errors import UsageError
 from cdcbox.kafka.client import KafkaSettings, Producer
 from cdcbox.limits import EventLimits
 from cdcbox.names import DbNames
+from cdcbox.postgres.relay_store import RelayStore
 from cdcbox.relay.records import KafkaRecord, to_record
-from cdcbox.relay.store import OutboxRow, RelayStore
+from cdcbox.seam.relay import OutboxRow
 
 DEFAULT_TOPIC = "outbox.quarantine"
 HEADER_ERROR = "cdcbox.quarantine.error"

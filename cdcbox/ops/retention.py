@@ -23,9 +23,9 @@ from cdcbox.kafka.topics import topic_retention
 from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
+from cdcbox.postgres.inbox import Inbox
+from cdcbox.seam.stores import BindingStore, InboxStore
 from cdcbox.session import Session
-from cdcbox.stores.inbox import Inbox
-from cdcbox.stores.protocols import BindingStore, InboxStore
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

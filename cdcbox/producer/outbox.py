@@ -26,6 +26,7 @@ from cdcbox.limits import AGGREGATE_TYPE, FIELD_MAX_BYTES, EventLimits
 from cdcbox.names import DbNames
 from cdcbox.producer.columns import EVENT_COLUMNS
 from cdcbox.producer.messages import emit_params, emit_statement
+from cdcbox.session import AsyncSession, Session
 from cdcbox.telemetry.tracing import current_traceparent
 from cdcbox.wire import CONTENT_TYPE_JSON, DLQ_SUFFIX
 
@@ -237,6 +238,22 @@ class Outbox:
                 conn.execute(prepared.statement, prepared.params)
         return prepared.event_ids
 
+    def emit(self, conn: Session, event: NewEvent) -> uuid.UUID:
+        """`append` on a consumer's record session (`cdcbox.seam.outbox.OutboxWriter`):
+        `UsageError` unless it is PostgreSQL's."""
+        if not isinstance(conn, psycopg.Connection):
+            raise wrong_session(self, conn)
+        return self.append(conn, event)
+
+    async def emit_async(self, conn: AsyncSession, event: NewEvent) -> uuid.UUID:
+        """`emit` on the asynchronous view of the record's session."""
+        if not isinstance(conn, psycopg.AsyncConnection):
+            raise wrong_session(self, conn)
+        prepared = self.one(conn, event)
+        with slot_refusal(self.messages):
+            await conn.execute(prepared.statement, prepared.params)
+        return prepared.event_ids[0]
+
     def one(self, conn: ConnectionInfoSource, event: NewEvent) -> PreparedAppend:
         """The statement of `append`, checked (the event, then that `conn` is inside a
         transaction) before anything is sent: shared by the async outbox."""
@@ -273,6 +290,15 @@ def slot_refusal(messages: bool) -> Iterator[None]:
             f"{e.diag.message_primary}; the transaction is failed, roll it back "
             "(`cdc-ctl db migrate --relay messages` creates the slot)"
         ) from e
+
+
+def wrong_session(outbox: object, conn: object) -> UsageError:
+    """The error of a handler whose outbox (set by hand: the consumer binds its own
+    database's) cannot write on the session the handler runs on."""
+    return UsageError(
+        f"a {type(outbox).__name__} cannot write on a {type(conn).__name__} session: set "
+        "the handler's outbox to one of the database it runs on, or leave it None"
+    )
 
 
 def _require_transaction(conn: ConnectionInfoSource) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC
 
 from cdcbox import wire
-from cdcbox.relay.store import OutboxRow
+from cdcbox.seam.relay import OutboxRow
 
 
 @dataclass(frozen=True)

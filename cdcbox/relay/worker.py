@@ -7,7 +7,7 @@ when Kafka refuses it for good, e.g. over max.request.size); its aggregate's lat
 the batch are not sent after a refused send, and are released (without spending an
 attempt) to go out after it, so the last copy a consumer sees of each event is in order.
 New events wake the worker through LISTEN/NOTIFY on PostgreSQL, where the poll interval
-is only the fallback; on MariaDB (`cdcbox.relay.databases`) it polls.
+is only the fallback; on MariaDB (`cdcbox.mariadb.relay_store`) it polls.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import psycopg
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from psycopg import sql
 
+from cdcbox.databases import database_for
 from cdcbox.db import connect
 from cdcbox.errors import CdcboxError, KafkaRequestError, ServiceUnavailable
 from cdcbox.kafka.client import Producer
 from cdcbox.names import DbNames
 from cdcbox.relay.config import RelayConfig
-from cdcbox.relay.databases import OUTAGES, relay_database
 from cdcbox.relay.records import to_record
-from cdcbox.relay.store import OutboxRow
+from cdcbox.seam.relay import OutboxRow
 from cdcbox.telemetry import tracing
 from cdcbox.telemetry.build_info import register_build_info
 from cdcbox.telemetry.http_metrics import serve
@@ -100,9 +100,11 @@ class RelayWorker:
     def __init__(self, config: RelayConfig, names: DbNames = DbNames()) -> None:
         self.config = config
         self.names = names
-        self.database = relay_database(
-            config.dsn, names, lease_check=not self.config.fault_switches.no_relay_lease_check
+        database = database_for(config.dsn)
+        self.database = database.relay_store(
+            names, lease_check=not self.config.fault_switches.no_relay_lease_check
         )
+        self._outages = database.outages
         self.stats = RelayStats()
         self.metrics = RelayMetrics()
         self._stop = threading.Event()
@@ -148,7 +150,7 @@ class RelayWorker:
             while not self._stop.is_set():
                 try:
                     claimed = self.run_once()
-                except OUTAGES as e:
+                except self._outages as e:
                     log.error("relay %s: %s; retrying", self.config.worker_id, e)
                     self._unready = f"cannot relay: {_first_line(e)}"
                     self._stop.wait(self.config.poll_interval_s)
@@ -173,7 +175,7 @@ class RelayWorker:
         ready): done by the first batch, every event of that batch waited for them (they
         were the relay's max latency). A database or Kafka unreachable now is the loop's
         to handle, as later."""
-        with contextlib.suppress(*OUTAGES):
+        with contextlib.suppress(*self._outages):
             self.database.open(self._listens)
         with contextlib.suppress(ServiceUnavailable):
             self.producer()

@@ -21,17 +21,19 @@ from psycopg import sql
 from cdcbox.avro import Catalogue
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig, RetryPolicy
-from cdcbox.consumer.dispatch import bind_outboxes, dispatch_table
+from cdcbox.consumer.dispatch import bind_handlers, dispatch_table
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.stats import ConsumerStats, Outcome
-from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting
 from cdcbox.kafka.dlq import DeadLetterPublisher
 from cdcbox.names import DbNames
+from cdcbox.postgres.async_view import async_view
+from cdcbox.postgres.database import PostgresDatabase, postgres_stores
+from cdcbox.postgres.relay_store import RelayStore
 from cdcbox.producer.outbox import NewEvent, event_row
 from cdcbox.relay.records import KafkaRecord, to_record
-from cdcbox.relay.store import OutboxRow, RelayStore
+from cdcbox.seam.relay import OutboxRow
 
 
 @dataclass
@@ -110,10 +112,11 @@ class Harness:
             **config,
         )
         self.connection = Reconnecting(dsn, synchronous_commit=self.config.durable_each_commit)
-        bind_outboxes(handlers, names, schemas)
+        database = PostgresDatabase(dsn)
+        bind_handlers(handlers, database.outbox(names, schemas, False), async_view)
         self.pipeline = RecordPipeline(
             dispatch_table(handlers),
-            Stores.for_schema(names),
+            postgres_stores(names),
             DeadLetterPublisher(self.topics, self.config.dlq_suffix),
             self.config,
             self.stats,

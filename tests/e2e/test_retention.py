@@ -20,8 +20,8 @@ from cdcbox.kafka.client import Admin, KafkaSettings, TopicPartition
 from cdcbox.kafka.topics import topic_retention
 from cdcbox.names import DbNames
 from cdcbox.ops.retention import InboxFloor, check_inbox_retention
+from cdcbox.postgres.group_binding import GroupBinding
 from cdcbox.stack.endpoints import Endpoints
-from cdcbox.stores.group_binding import GroupBinding
 from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.e2e

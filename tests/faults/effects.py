@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from cdcbox.mariadb.connection import is_mariadb_dsn
+from cdcbox.dsn import database_kind
 from tests.helpers import database_session
 
 EFFECTS_DDL = """
@@ -37,12 +37,12 @@ _GAPS = {
 
 def create_effects(dsn: str) -> None:
     with database_session(dsn) as conn:
-        conn.execute(MARIADB_EFFECTS_DDL if is_mariadb_dsn(dsn) else EFFECTS_DDL)
+        conn.execute(MARIADB_EFFECTS_DDL if database_kind(dsn) == "MariaDB" else EFFECTS_DDL)
 
 
 def max_stall_s(dsn: str, consumer: str) -> float:
     """The longest gap between consecutive effects (writers never pause that long)."""
-    gap = _GAPS[is_mariadb_dsn(dsn)]
+    gap = _GAPS[database_kind(dsn) == "MariaDB"]
     with database_session(dsn) as conn:
         row = conn.execute(
             f"SELECT coalesce(max(gap), 0) FROM (SELECT {gap} AS gap FROM fault_effect "

@@ -10,7 +10,7 @@ import pytest
 
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler
 from cdcbox.errors import ConfigError
-from cdcbox.stores.group_binding import GroupBinding
+from cdcbox.postgres.group_binding import GroupBinding
 from tests.helpers import unique
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,6 @@ from cdcbox.consumer.handler import Handler
 from cdcbox.consumer.pipeline import RecordPipeline
 from cdcbox.consumer.signals import RefuseTransition
 from cdcbox.consumer.steps.route import Decoded, Routed
-from cdcbox.consumer.stores import Stores
 from cdcbox.db import Reconnecting, durability_barrier
 from cdcbox.errors import ConfigError, SchemaError, UsageError
 from cdcbox.event import decode
@@ -31,9 +30,10 @@ from cdcbox.kafka.dlq import DeadLetterError
 from cdcbox.migrate import migrate
 from cdcbox.names import DbNames
 from cdcbox.ops import retention
+from cdcbox.postgres.database import postgres_stores
+from cdcbox.postgres.inbox import Inbox
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.resources import resource_dir
-from cdcbox.stores.inbox import Inbox
 from cdcbox.testing.harness import Record
 from tests.helpers import a_record, eventually, migrated_schema, unique
 
@@ -214,7 +214,7 @@ def pipeline_for(database: str, handler: Handler, **options: Any) -> RecordPipel
     )
     return RecordPipeline(
         {t: (handler,) for t in handler.event_types},
-        Stores(),
+        postgres_stores(),
         dead_letters=None,  # type: ignore[arg-type]
         config=config,
         stats=ConsumerStats(),
@@ -475,7 +475,7 @@ def parking_pipeline(
     )
     return RecordPipeline(
         {t: (handler,) for t in handler.event_types},
-        Stores(),
+        postgres_stores(),
         dead_letters=letters,  # type: ignore[arg-type]
         config=config,
         stats=ConsumerStats(),

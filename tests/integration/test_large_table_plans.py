@@ -16,7 +16,7 @@ from cdcbox.migrate import RelayMode
 from cdcbox.names import DbNames
 from cdcbox.observe.pipeline_state import RECENT_S, inbox_counts_statement
 from cdcbox.ops.retention import outbox_purge_statements
-from cdcbox.stores.inbox import inbox_purge_statements
+from cdcbox.postgres.inbox import inbox_purge_statements
 from tests.helpers import migrated_schema, old_inbox_rows, unique
 
 pytestmark = pytest.mark.integration

@@ -11,11 +11,10 @@ import pytest
 
 from cdcbox.errors import DatabaseUnavailable, UsageError
 from cdcbox.mariadb import MariaDbOutbox, connect
+from cdcbox.mariadb.relay_store import MariaDbRelayDatabase, MariaDbRelayStore
 from cdcbox.names import DbNames
 from cdcbox.producer.outbox import NewEvent
 from cdcbox.relay import RelayConfig, RelayWorker
-from cdcbox.relay.databases import MariaDbRelayDatabase
-from cdcbox.relay.mariadb_store import MariaDbRelayStore
 from tests.helpers import eventually, mariadb_outbox, unique
 
 pytestmark = pytest.mark.integration
@@ -154,7 +153,7 @@ def test_a_session_the_server_ended_is_an_outage_and_the_next_claim_reconnects(
     database = MariaDbRelayDatabase(mariadb_dsn, names, lease_check=True)
     try:
         database.open(listen=False)
-        session_id = database._session().thread_id()
+        session_id = database.sessions().raw.thread_id()
         killer = connect(mariadb_dsn, autocommit=True)
         try:
             with killer.cursor() as cur:

@@ -15,8 +15,9 @@ from psycopg.waiting import Wait
 
 from cdcbox.db import connect, pipelined_transaction
 from cdcbox.names import DbNames
+from cdcbox.postgres.relay_store import RelayStore
 from cdcbox.producer.outbox import NewEvent, Outbox
-from cdcbox.relay.store import OutboxRow, RelayStore
+from cdcbox.seam.relay import OutboxRow
 from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration

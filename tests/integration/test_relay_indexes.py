@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from cdcbox.names import DbNames
-from cdcbox.relay.store import RelayStore
+from cdcbox.postgres.relay_store import RelayStore
 from tests.helpers import migrated_schema, unique
 
 pytestmark = pytest.mark.integration

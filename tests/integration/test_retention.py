@@ -13,7 +13,7 @@ from psycopg import sql
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
 from cdcbox.ops.retention import InboxFloor, purge_inbox
-from cdcbox.stores.inbox import Inbox
+from cdcbox.postgres.inbox import Inbox
 from tests.helpers import FakeTime, migrated_schema, old_inbox_rows, unique
 
 pytestmark = pytest.mark.integration

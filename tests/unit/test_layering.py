@@ -1,6 +1,7 @@
 """The package's layers, read from its imports: top (cli, testing) → services (consumer,
-relay, ops, observe, stack) → adapters and stores (producer, stores, kafka, connect,
-telemetry, mariadb) → the shared core at the top of `cdcbox/`. No import runs upwards, packages of
+relay, ops, observe, stack) → adapters and stores (producer, kafka, connect, telemetry;
+the database seam, its PostgreSQL and MariaDB sides and the one place that picks between
+them) → the shared core at the top of `cdcbox/`. No import runs upwards, packages of
 one layer import each other without a cycle, no module imports itself back, and the
 package's root is a face above every layer: it re-exports the API users write, and no
 module of the package imports it."""
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(cdcbox.__file__).parent
 CORE = {
     "errors", "wire", "event", "names", "ids", "db", "migrate", "avro", "limits",
-    "resources", "fault_switches", "schema_registry",
+    "resources", "fault_switches", "schema_registry", "dsn",
     "registry_gate", "session",
 }  # fmt: skip
 # Modules at the top of the package that belong to a layer above the core.
@@ -31,7 +32,8 @@ ENTRY_POINTS = {"pytest_plugin": "testing"}
 LAYERS = {
     "cli": 3, "testing": 3,
     "consumer": 2, "relay": 2, "ops": 2, "observe": 2, "stack": 2,
-    "producer": 1, "stores": 1, "kafka": 1, "connect": 1, "telemetry": 1, "mariadb": 1,
+    "producer": 1, "kafka": 1, "connect": 1, "telemetry": 1,
+    "seam": 1, "postgres": 1, "mariadb": 1, "databases": 1,
 }  # fmt: skip
 
 
@@ -136,8 +138,8 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_layer_check_sees_an_upward_import() -> None:
     # The check above would pass vacuously if it read no imports: it must see this one.
     assert "cdcbox.kafka.client" in GRAPH["cdcbox.consumer.runner"]
-    assert rank("cdcbox.cli.main") > rank("cdcbox.consumer.runner") > rank("cdcbox.stores.inbox")
-    assert rank("cdcbox.stores.inbox") > rank("cdcbox.wire")
+    assert rank("cdcbox.cli.main") > rank("cdcbox.consumer.runner") > rank("cdcbox.postgres.inbox")
+    assert rank("cdcbox.postgres.inbox") > rank("cdcbox.wire")
 
 
 def test_the_root_exports_the_api_users_write() -> None:
@@ -196,7 +198,7 @@ def sql_in(path: Path) -> list[str]:
 
 def test_the_consumer_writes_no_sql_of_either_database() -> None:
     """The store seam (issue 37): the pipeline and its steps reach their tables through
-    `cdcbox.stores.protocols` only, so PostgreSQL and MariaDB stores plug in alike."""
+    `cdcbox.seam.stores` only, so PostgreSQL and MariaDB stores plug in alike."""
     leaks = {
         str(path.relative_to(PACKAGE)): found
         for path in (PACKAGE / "consumer").rglob("*.py")
@@ -206,5 +208,45 @@ def test_the_consumer_writes_no_sql_of_either_database() -> None:
 
 
 def test_the_sql_check_sees_a_statement() -> None:
-    assert sql_in(PACKAGE / "stores" / "inbox.py")
+    assert sql_in(PACKAGE / "postgres" / "inbox.py")
     assert sql_in(PACKAGE / "mariadb" / "inbox.py")
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """The top-level names of every package `path` imports, anywhere in it."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+    return found
+
+
+# A driver is one adapter's business: Kafka's client only under cdcbox/kafka/, PyMySQL
+# only under cdcbox/mariadb/ (issue 53), so changing either touches one room.
+DRIVERS = {"kafka": "kafka", "pymysql": "mariadb"}
+
+
+def driver_leaks(package: Path) -> list[str]:
+    return sorted(
+        f"{path.relative_to(package)} imports {driver}"
+        for path in package.rglob("*.py")
+        for driver, home in DRIVERS.items()
+        if driver in third_party_imports(path) and path.relative_to(package).parts[0] != home
+    )
+
+
+def test_each_driver_is_imported_only_by_its_adapter() -> None:
+    assert driver_leaks(PACKAGE) == []
+
+
+def test_the_driver_check_sees_a_leak(tmp_path: Path) -> None:
+    (tmp_path / "consumer").mkdir()
+    (tmp_path / "consumer" / "offsets.py").write_text("from kafka import TopicPartition\n")
+    (tmp_path / "relay").mkdir()
+    (tmp_path / "relay" / "store.py").write_text("def f():\n    import pymysql\n")
+    assert driver_leaks(tmp_path) == [
+        "consumer/offsets.py imports kafka",
+        "relay/store.py imports pymysql",
+    ]

@@ -8,8 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from cdcbox.cli.main import cli
+from cdcbox.dsn import database_kind
 from cdcbox.errors import ConfigError
-from cdcbox.mariadb import MariaDbDsn, is_mariadb_dsn
+from cdcbox.mariadb import MariaDbDsn
 
 
 def test_a_dsn_with_an_option_file() -> None:
@@ -39,8 +40,8 @@ def test_a_bad_dsn_is_refused_without_its_password(dsn: str, message: str) -> No
 
 
 def test_the_scheme_chooses_the_database() -> None:
-    assert is_mariadb_dsn("mariadb://a@h/d") and is_mariadb_dsn("MySQL://a@h/d")
-    assert not is_mariadb_dsn("postgresql://a@h/d") and not is_mariadb_dsn("dbname=x")
+    assert database_kind("mariadb://a@h/d") == database_kind("MySQL://a@h/d") == "MariaDB"
+    assert database_kind("postgresql://a@h/d") == database_kind("dbname=x") == "PostgreSQL"
 
 
 def test_migrate_refuses_what_mariadb_lacks_in_one_line() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdcbox.stores.parking import Parking
+from cdcbox.postgres.parking import Parking
 
 KEY = ("c", "order", "a1")
 

@@ -31,11 +31,9 @@ from cdcbox.consumer.stats import Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.route import Routed
 from cdcbox.consumer.steps.transaction import RecordTransaction
-from cdcbox.consumer.stores import Stores
 from cdcbox.errors import DatabaseError
+from cdcbox.seam.stores import BatchVersions, Claim, ParkedKey, Stores
 from cdcbox.session import Session
-from cdcbox.stores.protocols import Claim, ParkedKey
-from cdcbox.stores.version_guard import BatchVersions
 
 log = logging.getLogger("cdcbox.consumer")
 

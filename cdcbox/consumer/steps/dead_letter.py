@@ -16,14 +16,13 @@ import psycopg
 
 from cdcbox import wire
 from cdcbox.consumer.steps.route import Routed
-from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.errors import DatabaseError
 from cdcbox.event import Event, header
 from cdcbox.kafka import dlq
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
-from cdcbox.stores.protocols import ParkingStore
+from cdcbox.seam.stores import ParkingStore, Stores
 from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
 

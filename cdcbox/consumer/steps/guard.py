@@ -12,9 +12,8 @@ from cdcbox.consumer.config import GapPolicy
 from cdcbox.consumer.signals import RetryLater
 from cdcbox.consumer.stats import Outcome
 from cdcbox.event import Event
+from cdcbox.seam.stores import GuardResult, VersionStore
 from cdcbox.session import Session
-from cdcbox.stores.protocols import VersionStore
-from cdcbox.stores.version_guard import GuardResult
 
 
 class GuardStep:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from cdcbox.consumer.steps.dead_letter import DeadLetterStep
 from cdcbox.consumer.steps.route import Routed
-from cdcbox.consumer.stores import Stores
 from cdcbox.db import ConnectionSource
 from cdcbox.errors import PoisonRecord
-from cdcbox.stores.protocols import ParkedKey
+from cdcbox.seam.stores import ParkedKey, Stores
 
 # A live event of an aggregate being replayed is put back behind the replayed copies at
 # most this often; then it goes to the DLQ (an earlier event is held, not in flight).

@@ -21,7 +21,7 @@ from cdcbox.consumer.stats import Outcome
 from cdcbox.errors import ConfigError, PoisonRecord, RegistryUnavailable
 from cdcbox.event import Event, UndecodablePayload, decode_envelope, decode_payload, header
 from cdcbox.schema_registry import is_framed
-from cdcbox.stores.protocols import ParkedKey
+from cdcbox.seam.stores import ParkedKey
 from cdcbox.wire import ConsumedRecord
 
 

@@ -29,13 +29,11 @@ from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.guard import GuardStep
 from cdcbox.consumer.steps.in_flight import Overlap, refusing_commit
 from cdcbox.consumer.steps.route import Routed
-from cdcbox.consumer.stores import Stores
 from cdcbox.db import is_outage, pipelined_transaction
 from cdcbox.event import Event
+from cdcbox.postgres.claim_guard import ClaimAndAdvance
+from cdcbox.seam.stores import Claim, GuardResult, Stores
 from cdcbox.session import Session
-from cdcbox.stores.claim_guard import ClaimAndAdvance
-from cdcbox.stores.protocols import Claim
-from cdcbox.stores.version_guard import GuardResult
 
 log = logging.getLogger("cdcbox.consumer")
 

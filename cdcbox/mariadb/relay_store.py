@@ -1,5 +1,5 @@
 """The polling relay's SQL over a MariaDB outbox: the same claim, lease and settling as
-`cdcbox.relay.store` (the PostgreSQL outbox), written for MariaDB 10.6+.
+`cdcbox.postgres.relay_store` (the PostgreSQL outbox), written for MariaDB 10.6+.
 
 The claim locks due rows with FOR UPDATE SKIP LOCKED under READ COMMITTED, reading the
 claim index in id order, so InnoDB locks only the rows it returns and workers never wait
@@ -10,12 +10,16 @@ only rows this worker still holds. Times are UTC (`UTC_TIMESTAMP(6)`), as `creat
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
+from cdcbox.errors import DatabaseUnavailable, UsageError
+from cdcbox.mariadb.connection import is_outage
+from cdcbox.mariadb.session import MariaDbSessions
 from cdcbox.names import DbNames
 from cdcbox.producer.columns import EVENT_COLUMNS
-from cdcbox.relay.store import OutboxRow
+from cdcbox.seam.relay import OutboxRow
 
 _ROW = ("id", *EVENT_COLUMNS, "created_at", "occurred_at", "retry_count")
 _NOW = "UTC_TIMESTAMP(6)"
@@ -150,6 +154,7 @@ class MariaDbRelayStore:
         if not params:
             return 0
         changed = 0
+        conn.begin()  # the session is in autocommit mode between transactions
         try:
             with conn.cursor() as cur:
                 for values in params:
@@ -166,3 +171,69 @@ def _row(values: tuple[Any, ...]) -> OutboxRow:
     row["event_id"] = uuid.UUID(row["event_id"])
     row["payload"] = bytes(row["payload"])
     return OutboxRow(**row)
+
+
+class MariaDbRelayDatabase:
+    """The outbox table of a MariaDB database, polled: MariaDB has no NOTIFY. The session
+    is the consumer's kind (`MariaDbSessions`, reopened after it broke); a statement that
+    finds the server gone drops it and raises `DatabaseUnavailable`, the next one opens
+    another."""
+
+    notifies = False
+
+    def __init__(self, dsn: str, names: DbNames, lease_check: bool) -> None:
+        self.sessions = MariaDbSessions(dsn)
+        self.store = MariaDbRelayStore(names, lease_check=lease_check)
+        self._servable = False  # the outbox table checked on the first session
+
+    def _run(self, call: Any, *args: Any) -> Any:
+        """`call(connection, *args)` on the session's PyMySQL connection."""
+        try:
+            return call(self.sessions().raw, *args)
+        except Exception as e:
+            if not is_outage(e):
+                raise
+            self.close()
+            raise DatabaseUnavailable(
+                f"MariaDB at {self.sessions.dsn.describe()} went away: "
+                f"{e.args[-1] if e.args else e}"
+            ) from e
+
+    def open(self, listen: bool) -> None:
+        if not self._servable:
+            self._run(self._refuse_unmigrated)
+            self._servable = True
+        self.sessions()
+
+    def _refuse_unmigrated(self, conn: Any) -> None:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.tables "
+                "WHERE table_schema = DATABASE() AND table_name = %s",
+                (self.store.table,),
+            )
+            (found,) = cur.fetchone()
+        if not found:
+            raise UsageError(
+                f"no outbox table {self.store.table!r} in MariaDB database "
+                f"{self.sessions.dsn.database!r}: run `cdc-ctl db migrate` on it first"
+            )
+
+    def claim(self, worker: str, limit: int, lease_s: float, ordered: bool) -> list[OutboxRow]:
+        rows: list[OutboxRow] = self._run(self.store.claim, worker, limit, lease_s, ordered)
+        return rows
+
+    def mark_sent(self, worker: str, ids: list[int]) -> int:
+        return int(self._run(self.store.mark_sent, worker, ids))
+
+    def mark_failed(
+        self, worker: str, max_attempts: int, failures: list[tuple[int, float, str, bool]]
+    ) -> int:
+        return int(self._run(self.store.mark_failed, worker, max_attempts, failures))
+
+    def release(self, worker: str, ids: list[int]) -> int:
+        return int(self._run(self.store.release, worker, ids))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # a dead socket has nothing left to close
+            self.sessions.close()

@@ -10,38 +10,17 @@ overwritten by the late worker.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from cdcbox.db import pipelined_transaction
+from cdcbox.db import Reconnecting, pipelined_transaction
 from cdcbox.errors import UsageError
 from cdcbox.migrate import notify_trigger_exists, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.producer.columns import EVENT_COLUMNS
-
-
-@dataclass(frozen=True)
-class OutboxRow:
-    """One outbox row as the relay reads it: the producer's columns between the row id
-    and the row's bookkeeping, in this order (`_ROW`)."""
-
-    id: int
-    event_id: Any
-    aggregate_type: str
-    aggregate_id: str
-    aggregate_version: int
-    event_type: str
-    payload: bytes
-    content_type: str
-    trace_id: str
-    causation_id: str
-    created_at: datetime
-    occurred_at: str
-    retry_count: int
-
+from cdcbox.seam.relay import OutboxRow
 
 _ROW = ("id", *EVENT_COLUMNS, "created_at", "occurred_at", "retry_count")
 
@@ -240,3 +219,38 @@ def refuse_unservable(conn: psycopg.Connection[Any], names: DbNames, listen: boo
             "be woken; run `cdc-ctl db migrate --relay polling` to restore it, or "
             "`relay run --no-listen` to poll on purpose"
         )
+
+
+class PostgresRelayDatabase:
+    """The outbox table of a PostgreSQL schema migrated for the polling relay."""
+
+    notifies = True
+
+    def __init__(self, dsn: str, names: DbNames, lease_check: bool) -> None:
+        self.names = names
+        self.store = RelayStore(names, lease_check=lease_check)
+        self.connection = Reconnecting(dsn)
+        self._servable = False
+
+    def open(self, listen: bool) -> None:
+        conn = self.connection()
+        if not self._servable:
+            refuse_unservable(conn, self.names, listen)
+            self._servable = True
+
+    def claim(self, worker: str, limit: int, lease_s: float, ordered: bool) -> list[OutboxRow]:
+        return self.store.claim(self.connection(), worker, limit, lease_s, ordered)
+
+    def mark_sent(self, worker: str, ids: list[int]) -> int:
+        return self.store.mark_sent(self.connection(), worker, ids)
+
+    def mark_failed(
+        self, worker: str, max_attempts: int, failures: list[tuple[int, float, str, bool]]
+    ) -> int:
+        return self.store.mark_failed(self.connection(), worker, max_attempts, failures)
+
+    def release(self, worker: str, ids: list[int]) -> int:
+        return self.store.release(self.connection(), worker, ids)
+
+    def close(self) -> None:
+        self.connection.close()

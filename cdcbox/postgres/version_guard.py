@@ -14,27 +14,12 @@ was new when read and that another transaction inserted meanwhile makes it False
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+from cdcbox.seam.stores import GuardResult, VersionKey
 from cdcbox.session import Session
-
-VersionKey = tuple[str, str, str]  # (consumer name, aggregate type, aggregate id)
-
-
-@dataclass(frozen=True)
-class GuardResult:
-    """The answer of a version advance: applied or stale, and the version before it."""
-
-    applied: bool  # False: the event is stale (not newer than the last applied)
-    previous: int | None  # the version applied before, None for a new aggregate
-
-    def gap_before(self, version: int) -> bool:
-        """True when versions between the previous one and `version` were never applied."""
-        return self.applied and self.previous is not None and version > self.previous + 1
 
 
 class VersionGuard:
@@ -73,7 +58,9 @@ class VersionGuard:
                 "INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
                 "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
                 "ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET "
-                "version = EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version"
+                "version = EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
+                # xmax is 0 on a row this statement inserted, not on one it updated.
+                "RETURNING consumer_name, aggregate_type, aggregate_id, xmax = 0"
             )
             .format(v=v)
             .as_bytes()
@@ -92,14 +79,16 @@ class VersionGuard:
     def advance_many(
         self, conn: Session, versions: dict[VersionKey, int], current: dict[VersionKey, int]
     ) -> bool:
-        """Write the batch's new versions; False when a row did not move as judged (every
-        row must be written: `current` is not needed to count them)."""
+        """Write the batch's new versions; False when a row did not move as judged: one
+        not written (another transaction put a version at least as new), or one judged
+        new (absent from `current`) that another transaction inserted meanwhile."""
         if not versions:
             return True
         keys = sorted(versions)
         columns = [list(c) for c in zip(*keys, strict=True)]
-        cur = conn.execute(self._advance_many, [*columns, [versions[k] for k in keys]])
-        return cur.rowcount == len(keys)
+        rows = conn.execute(self._advance_many, [*columns, [versions[k] for k in keys]])
+        written = {(r[0], r[1], r[2]): bool(r[3]) for r in rows.fetchall()}
+        return written.keys() == set(keys) and all(written[k] for k in keys if k not in current)
 
     def advance(self, conn: Session, event: Event, consumer: str) -> GuardResult:
         """Advance the aggregate's version to the event's if the event is newer."""
@@ -115,19 +104,3 @@ class VersionGuard:
         ).fetchone()
         assert row is not None
         return GuardResult(applied=bool(row[1]), previous=row[0])
-
-
-@dataclass
-class BatchVersions:
-    """The versions of one poll batch's aggregates, judged in memory in record order as
-    `VersionGuard.advance` would judge them one by one."""
-
-    current: dict[VersionKey, int]
-    advanced: dict[VersionKey, int] = field(default_factory=dict)
-
-    def advance(self, key: VersionKey, version: int) -> GuardResult:
-        previous = self.advanced.get(key, self.current.get(key))
-        if previous is not None and version <= previous:
-            return GuardResult(applied=False, previous=previous)
-        self.advanced[key] = version
-        return GuardResult(applied=True, previous=previous)

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
 
 from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+from cdcbox.seam.stores import Claim, PurgePlan, claim_row
 from cdcbox.session import Session
-from cdcbox.stores.protocols import Claim, PurgePlan
 
 
 class Inbox:
@@ -194,18 +193,3 @@ def inbox_purge_statements(names: DbNames) -> tuple[sql.Composed, sql.Composed]:
         "SELECT ctid FROM {t} WHERE {c} ORDER BY {touched} LIMIT %s))"
     ).format(t=table, c=condition, touched=touched)
     return count, delete
-
-
-def claim_row(event: Event, consumer: str) -> tuple[Any, ...]:
-    """The inbox row's identity and source columns, in the statements' column order."""
-    return (
-        event.event_id,
-        consumer,
-        event.event_type,
-        event.aggregate_type,
-        event.aggregate_id,
-        event.aggregate_version,
-        event.topic,
-        event.partition,
-        event.offset,
-    )

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from psycopg import sql
 
-from cdcbox.errors import ConfigError
 from cdcbox.names import DbNames
+from cdcbox.seam.stores import names_to_move
 from cdcbox.session import Session
 
 
@@ -55,17 +55,3 @@ class GroupBinding:
             moving = names_to_move(bound, group_id, move)
             if moving:
                 conn.execute(self._move, (group_id, moving))
-
-
-def names_to_move(bound: list[tuple[str, str]], group_id: str, move: bool) -> list[str]:
-    """Of the (name, group) bindings read, the names bound to another group than
-    `group_id`: to be moved when `move`, refused (ConfigError) otherwise."""
-    elsewhere = {name: group for name, group in bound if group != group_id}
-    if elsewhere and not move:
-        name, group = sorted(elsewhere.items())[0]
-        raise ConfigError(
-            f"consumer name {name!r} runs in group {group!r}, not {group_id!r}: two "
-            "groups would each apply every event and split its inbox and parking; "
-            "use that group, or move the name with --move-to-group"
-        )
-    return sorted(elsewhere)

@@ -12,10 +12,9 @@ from psycopg import sql
 
 from cdcbox.event import Event
 from cdcbox.names import DbNames
+from cdcbox.postgres.inbox import Inbox
+from cdcbox.seam.stores import Claim, GuardResult, claim_row
 from cdcbox.session import Rows, Session
-from cdcbox.stores.inbox import Inbox, claim_row
-from cdcbox.stores.protocols import Claim
-from cdcbox.stores.version_guard import GuardResult
 
 
 class ClaimAndAdvance:

@@ -1,6 +1,6 @@
 """The store seam: what the consumer asks of each of its tables, whichever the database.
 
-`cdcbox.stores` implements these on PostgreSQL, `cdcbox.mariadb.inbox` and
+`cdcbox.postgres` implements these on PostgreSQL, `cdcbox.mariadb.inbox` and
 `cdcbox.mariadb.consumer_state` on MariaDB; the consumer's steps know only these (and
 `cdcbox.session.Session`), so no SQL of either database is written in the pipeline.
 Each method runs in the caller's transaction unless it says otherwise.
@@ -10,13 +10,28 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from cdcbox.errors import ConfigError
 from cdcbox.event import Event
 from cdcbox.session import Session
-from cdcbox.stores.version_guard import GuardResult, VersionKey
+
+VersionKey = tuple[str, str, str]  # (consumer name, aggregate type, aggregate id)
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    """The answer of a version advance: applied or stale, and the version before it."""
+
+    applied: bool  # False: the event is stale (not newer than the last applied)
+    previous: int | None  # the version applied before, None for a new aggregate
+
+    def gap_before(self, version: int) -> bool:
+        """True when versions between the previous one and `version` were never applied."""
+        return self.applied and self.previous is not None and version > self.previous + 1
+
 
 Claim = Literal["new", "reclaimed"]
 ParkedKey = tuple[str, str, str]  # consumer_name, aggregate_type, aggregate_id
@@ -138,7 +153,7 @@ class BindingStore(Protocol):
 
 
 class BreakerStore(Protocol):
-    """The circuit breaker's shared state (see `cdcbox.stores.breaker_state`)."""
+    """The circuit breaker's shared state (see `cdcbox.postgres.breaker_state`)."""
 
     def lock(self, conn: Session, consumer: str) -> tuple[bool, datetime | None]: ...
 
@@ -156,3 +171,62 @@ class BreakerStore(Protocol):
     def open(self, conn: Session, consumer: str) -> None: ...
 
     def close(self, conn: Session, consumer: str, window_s: float) -> datetime | None: ...
+
+
+@dataclass
+class BatchVersions:
+    """The versions of one poll batch's aggregates, judged in memory in record order as
+    `VersionGuard.advance` would judge them one by one."""
+
+    current: dict[VersionKey, int]
+    advanced: dict[VersionKey, int] = field(default_factory=dict)
+
+    def advance(self, key: VersionKey, version: int) -> GuardResult:
+        previous = self.advanced.get(key, self.current.get(key))
+        if previous is not None and version <= previous:
+            return GuardResult(applied=False, previous=previous)
+        self.advanced[key] = version
+        return GuardResult(applied=True, previous=previous)
+
+
+def claim_row(event: Event, consumer: str) -> tuple[Any, ...]:
+    """The inbox row's identity and source columns, in the statements' column order."""
+    return (
+        event.event_id,
+        consumer,
+        event.event_type,
+        event.aggregate_type,
+        event.aggregate_id,
+        event.aggregate_version,
+        event.topic,
+        event.partition,
+        event.offset,
+    )
+
+
+def names_to_move(bound: list[tuple[str, str]], group_id: str, move: bool) -> list[str]:
+    """Of the (name, group) bindings read, the names bound to another group than
+    `group_id`: to be moved when `move`, refused (ConfigError) otherwise."""
+    elsewhere = {name: group for name, group in bound if group != group_id}
+    if elsewhere and not move:
+        name, group = sorted(elsewhere.items())[0]
+        raise ConfigError(
+            f"consumer name {name!r} runs in group {group!r}, not {group_id!r}: two "
+            "groups would each apply every event and split its inbox and parking; "
+            "use that group, or move the name with --move-to-group"
+        )
+    return sorted(elsewhere)
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The consumer's tables of one schema (or MariaDB database), each behind the store
+    that owns its SQL: what `cdcbox.seam.database.Database.consumer_state` gives."""
+
+    inbox: InboxStore
+    reconciliation: ReconciliationStore
+    parking: ParkingStore
+    versions: VersionStore
+    bindings: BindingStore
+    claim_and_advance: ClaimAndAdvanceStore
+    breaker: BreakerStore
