@@ -14,23 +14,26 @@ Each is one module of `cdcbox.consumer.steps`:
 4. dead letter (`dead_letter`) — when the retries are spent: DLQ publish, FAILED inbox
    row, park.
 
-Batch mode (`batch`) runs the transaction for a whole poll batch at once and hands the
-records it could not apply to the same per-record path. Every record ends with exactly
-one counted `Outcome`; the Kafka offset is the runner's business, after all of this.
+What ends a record between routing and its transaction (poison, the park gate, the
+consumers that take none of it) is `cdcbox.consumer.routing_ends`. Batch mode
+(`cdcbox.consumer.batch_mode`, over `steps.batch`) runs the transaction for a whole poll
+batch at once and hands the records it could not apply to the per-record path here.
+Every record ends with exactly one counted `Outcome`; the Kafka offset is the poll
+batch's business (`cdcbox.consumer.poll_batch`), after all of this.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
+from cdcbox.consumer.batch_mode import BatchMode
 from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
-from cdcbox.consumer.handler import BaseHandler, NoHandler
+from cdcbox.consumer.handler import BaseHandler
+from cdcbox.consumer.routing_ends import RoutingEnds
 from cdcbox.consumer.stats import ConsumerStats, Outcome
 from cdcbox.consumer.steps.batch import BatchTransaction
 from cdcbox.consumer.steps.dead_letter import DeadLetterStep
@@ -42,20 +45,16 @@ from cdcbox.consumer.steps.route import (
     Decoded,
     Routed,
     Router,
-    Undecodable,
-    Unreadable,
     Unroutable,
 )
 from cdcbox.consumer.steps.transaction import FirstTry, RecordTransaction, Redo
 from cdcbox.db import ConnectionSource
-from cdcbox.event import Event
 from cdcbox.kafka.dlq import DeadLetterPublisher
 from cdcbox.seam.stores import Stores
 from cdcbox.telemetry import tracing
 from cdcbox.wire import ConsumedRecord
 
 log = logging.getLogger("cdcbox.consumer")
-Routing = list[Routed | Undecodable | Unreadable] | Unroutable  # what `Router.route` found
 
 
 class RecordPipeline:
@@ -92,14 +91,19 @@ class RecordPipeline:
             self.transaction, config.retry, breaker, stats, sleep, self._replay_tripped
         )
         self.batch = BatchTransaction(stores, self.transaction)
+        self.ends = RoutingEnds(handlers, self.park_gate, self.dead_letter, stats, self.group_id)
+        self.batch_mode = BatchMode(
+            self.router,
+            self.ends,
+            self.batch,
+            self.transaction,
+            stats,
+            per_record=self._process_decoded,
+            settle=self._settle,
+            apply_one=self._apply_one,
+        )
         self._ended: Callable[[ConsumedRecord], None] = _ignore
         self._unended: list[ConsumedRecord] = []  # processed, a COMMIT still in flight
-        self._consumers_of_topic: dict[str, list[str]] = {}
-        for handler in {id(h): h for hs in handlers.values() for h in hs}.values():
-            for topic in handler.subscribed_topics():
-                names = self._consumers_of_topic.setdefault(topic, [])
-                if handler.consumer_name not in names:
-                    names.append(handler.consumer_name)
 
     def process(self, connection: ConnectionSource, record: ConsumedRecord) -> None:
         """One record, one transaction per handler taking it (and their retries)."""
@@ -135,27 +139,13 @@ class RecordPipeline:
         self, connection: ConnectionSource, decoded: Decoded | Unroutable, overlap: bool = False
     ) -> None:
         routing = decoded if isinstance(decoded, Unroutable) else self.router.route(decoded)
-        if not (overlap and self._routed_alone(decoded, routing)):
+        if not (overlap and self.ends.routed_alone(decoded, routing)):
             self._settle(connection)  # what follows uses the database, or its decisions may
-        passing, unhandled = self._route(connection, decoded, routing)
+        passing, unhandled = self.ends.route(connection, decoded, routing)
         if unhandled is not None:
             self.transaction.consume_unhandled(connection(), *unhandled)
         for routed in passing:
             self._apply_one(connection, routed, "overlap" if overlap else "alone")
-
-    def _routed_alone(self, decoded: Decoded | Unroutable, routing: Routing) -> bool:
-        """True when routing the record needs no statement and no earlier record's end:
-        every handler of its topic takes it, none is parked (known without asking), it
-        is no replayed copy. Such a record's transaction may begin while the earlier
-        COMMIT is in flight; anything else waits for that COMMIT first."""
-        if isinstance(decoded, Unroutable) or isinstance(routing, Unroutable) or decoded.replay:
-            return False
-        taken_by: set[str] = set()
-        for r in routing:
-            if not isinstance(r, Routed) or self.park_gate.might_hold(r.parked_key):
-                return False
-            taken_by.add(r.consumer)
-        return taken_by.issuperset(self._consumers_of_topic.get(decoded.record.topic, []))
 
     def _settle(self, connection: ConnectionSource) -> None:
         """Wait for the COMMIT in flight; a record whose COMMIT failed is redone now."""
@@ -189,129 +179,8 @@ class RecordPipeline:
     def process_batch(
         self, connection: ConnectionSource, records: Sequence[ConsumedRecord]
     ) -> None:
-        """A poll batch in one transaction; what it could not apply goes record by record.
-        A batch holding replayed copies goes record by record: whether a copy may pass its
-        aggregate's park depends on the records before it having been applied. A record
-        no handler of a consumer takes advances that consumer's version only after the
-        batch's earlier records of its aggregate are applied, so it never makes them stale.
-        """
-        decoded = [self.router.decode(record) for record in records]
-        if any(isinstance(d, Decoded) and d.replay is not None for d in decoded):
-            for one in decoded:
-                self._process_decoded(connection, one)
-            return
-        pending: list[Routed] = []
-        self._settle(connection)
-        for one in decoded:
-            routing = one if isinstance(one, Unroutable) else self.router.route(one)
-            passing, unhandled = self._route(connection, one, routing)
-            if unhandled is not None:
-                event, consumers = unhandled
-                if any(r.parked_key in _keys(event, consumers) for r in pending):
-                    self._apply_batch(connection, pending)
-                    pending = []
-                self.transaction.consume_unhandled(connection(), event, consumers)
-            pending += passing
-        if pending:
-            self._apply_batch(connection, pending)
-
-    def _apply_batch(self, connection: ConnectionSource, routed: list[Routed]) -> None:
-        started = time.perf_counter()
-        distinct = self._distinct(routed)
-        with tracing.batch_span(
-            topics=[r.record.topic for r in distinct],
-            group=self.group_id,
-            traceparents=[r.event.trace_id for r in distinct],
-        ):
-            result = self.batch.apply(connection(), distinct)
-        # Each record's time is its batch's: none of them is committed before all are.
-        seconds = time.perf_counter() - started
-        counts = Counter((outcome, r.consumer) for r, outcome in result.applied)
-        for (outcome, consumer), ended in counts.items():
-            self.stats.count(outcome, consumer, ended)
-        processed: dict[str, list[datetime | None]] = {}
-        for r, outcome in result.applied:
-            if outcome is Outcome.PROCESSED:
-                processed.setdefault(r.consumer, []).append(r.event.occurred_at)
-        for consumer, occurred in processed.items():
-            self.stats.handled_together(consumer, occurred, seconds)
-        for r in result.deferred:
-            if self.park_gate.holds(connection, r):
-                self.stats.count(Outcome.PARKED, r.consumer)
-            else:
-                self._apply_one(connection, r)
-
-    def _route(
-        self, connection: ConnectionSource, decoded: Decoded | Unroutable, routing: Routing
-    ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
-        """The park gate after routing; what ends there is counted there. Returns the
-        records to apply, and the consumers of the record's topic that take none of it
-        and only need its version consumed (the caller does that, in order with the
-        records to apply)."""
-        if isinstance(decoded, Unroutable):
-            self._end(decoded)
-            return [], None
-        if isinstance(routing, Unroutable):
-            self._end(routing)
-            if routing.error is not None or routing.event is None:
-                return [], None
-            event, taken_by = routing.event, set()
-            candidates: list[Routed | Undecodable | Unreadable] = []
-        else:
-            event = next((e for r in routing if (e := _event(r)) is not None), decoded.event)
-            taken_by = {_consumer(r) for r in routing}
-            candidates = list(routing)
-        skipped, unhandled = self._not_taken(decoded, event, taken_by)
-        passing: list[Routed] = []
-        for r in [*candidates, *skipped]:
-            if isinstance(r, Unreadable):
-                name = r.handler.consumer_name
-                self.dead_letter.publish(r.record, None, name, r.error, attempts=0)
-                self.stats.count(Outcome.DEAD_LETTERED, name)
-            elif isinstance(r, Undecodable):
-                self.dead_letter.give_up(connection, r.routed, r.error, attempts=0)
-                self.stats.count(Outcome.DEAD_LETTERED, r.routed.consumer)
-            elif self.park_gate.holds(connection, r):
-                self.stats.count(Outcome.PARKED, r.consumer)
-            else:
-                passing.append(r)
-        return passing, unhandled
-
-    def _end(self, unroutable: Unroutable) -> None:
-        """Count a record that ends at routing; dead-letter it when it is poison."""
-        self.stats.count(unroutable.outcome, self.group_id)
-        if unroutable.error is not None:
-            self.dead_letter.publish(
-                unroutable.record, unroutable.event, None, unroutable.error, attempts=0
-            )
-
-    def _not_taken(
-        self, decoded: Decoded, event: Event, taken_by: set[str]
-    ) -> tuple[list[Routed], tuple[Event, list[str]] | None]:
-        """The consumers of the record's topic that take none of `event`: every event
-        consumes its version for each of them, or `hold` would wait for it forever.
-
-        Where the aggregate may be parked for a consumer (or the record is a copy replayed
-        for it), the version must not move past the parked event: the record then goes
-        the way of a handled one (park gate, inbox, guard) to a handler that skips it,
-        so it follows the park to the dead letters and is consumed in order on replay.
-        The others only need their version advanced: returned for the caller to do."""
-        if event.aggregate_version is None:
-            return [], None
-        record, replay = decoded.record, decoded.replay
-        others = [c for c in self._consumers_of_topic.get(record.topic, []) if c not in taken_by]
-        if replay is not None:
-            # A replayed copy is for one consumer; the others consumed the original.
-            others = [c for c in others if c == replay.consumer]
-        slow = [
-            c
-            for c in others
-            if replay is not None
-            or self.park_gate.might_hold((c, event.aggregate_type, event.aggregate_id))
-        ]
-        fast = [c for c in others if c not in slow]
-        skipped = [Routed(record, event, NoHandler(c, event.event_type), replay) for c in slow]
-        return skipped, ((event, fast) if fast else None)
+        """A poll batch in one transaction (`cdcbox.consumer.batch_mode`)."""
+        self.batch_mode.process(connection, records)
 
     def _replay_tripped(self, connection: ConnectionSource, consumer: str, since: Any) -> None:
         """The breaker closed: replay what this process's partitions dead-lettered while
@@ -358,36 +227,6 @@ class RecordPipeline:
         if pending is None or pending.routed is not routed:
             self.stats.count(outcome, routed.consumer)
 
-    def _distinct(self, routed: list[Routed]) -> list[Routed]:
-        """The same event twice in one batch: the second is a counted duplicate."""
-        seen: set[tuple[Any, str]] = set()
-        unique: list[Routed] = []
-        for r in routed:
-            key = (r.event.event_id, r.consumer)
-            if key in seen:
-                self.stats.count(Outcome.DUPLICATE, r.consumer)
-            else:
-                seen.add(key)
-                unique.append(r)
-        return unique
-
 
 def _ignore(record: ConsumedRecord) -> None:
     """`ended` for callers that commit no offsets."""
-
-
-def _event(r: Routed | Undecodable | Unreadable) -> Event | None:
-    """The event as the handler reads it (None where its format cannot read it)."""
-    if isinstance(r, Unreadable):
-        return None
-    return (r if isinstance(r, Routed) else r.routed).event
-
-
-def _consumer(r: Routed | Undecodable | Unreadable) -> str:
-    if isinstance(r, Unreadable):
-        return r.handler.consumer_name
-    return (r if isinstance(r, Routed) else r.routed).consumer
-
-
-def _keys(event: Event, consumers: list[str]) -> set[tuple[str, str, str]]:
-    return {(c, event.aggregate_type, event.aggregate_id) for c in consumers}

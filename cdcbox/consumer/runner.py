@@ -1,4 +1,6 @@
-"""The consumer loop: poll, run each record through the pipeline, commit offsets.
+"""The consumer: its start (handlers bound, Kafka opened, readiness served) and its loop
+(poll, hand each batch to `cdcbox.consumer.poll_batch`, which runs it through the
+pipeline and commits its offsets).
 
 Offsets are committed only after the records' transactions committed (auto-commit is
 off), once per poll batch and before the next poll (cdcbox.consumer.offsets: a commit
@@ -16,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import psycopg
 
@@ -24,17 +25,16 @@ from cdcbox.consumer.breaker import CircuitBreaker
 from cdcbox.consumer.config import ConsumerConfig
 from cdcbox.consumer.dispatch import bind_handlers, dispatch_table
 from cdcbox.consumer.handler import BaseHandler
-from cdcbox.consumer.keepalive import BatchAbandoned, GroupKeepAlive
+from cdcbox.consumer.keepalive import GroupKeepAlive
 from cdcbox.consumer.offsets import OffsetCommits
 from cdcbox.consumer.pipeline import RecordPipeline
+from cdcbox.consumer.poll_batch import PollBatches
 from cdcbox.consumer.stats import ConsumerStats
-from cdcbox.consumer.steps.retry import is_service_outage
 from cdcbox.databases import database_for
-from cdcbox.db import is_outage
-from cdcbox.errors import CdcboxError, SessionChanged
+from cdcbox.errors import CdcboxError
 from cdcbox.kafka import client as kafka_client
 from cdcbox.kafka.client import Producer, TopicPartition
-from cdcbox.kafka.dlq import DeadLetterError, DeadLetterPublisher
+from cdcbox.kafka.dlq import DeadLetterPublisher
 from cdcbox.kafka.topics import ensure_topics, prepare_dead_letters
 from cdcbox.names import DbNames
 from cdcbox.telemetry.http_metrics import serve
@@ -59,10 +59,11 @@ class Consumer:
         self._stop = threading.Event()
         self._healthy = threading.Event()
         self._reload_parked = threading.Event()  # set by the assignment listener
-        self._committed_records = 0  # for FaultSwitches.kill_after_records
-        self._outages = 0  # batches in a row the database's absence cut short
         self._offsets = OffsetCommits()
         self.connection = self.database.sessions
+        self._batches = PollBatches(
+            self.connection, self.database.barrier, self._offsets, config, self.stats, self._stop
+        )
         self._names = names
         self._stores = self.database.stores
         self._kafka: kafka_client.Consumer | None = None
@@ -201,7 +202,7 @@ class Consumer:
                     continue
                 last_activity = time.monotonic()
                 self.stats.cycle_part("poll", polled)
-                self._process_batch(kafka, pipeline, batch)
+                self._batches.process(kafka, pipeline, batch)
         finally:
             self._healthy.clear()
             if server is not None:
@@ -226,169 +227,6 @@ class Consumer:
             conn = self.connection()
             with conn.transaction():
                 self._stores.parking.refresh(conn, self.consumer_names)
-
-    def _process_batch(
-        self,
-        kafka: kafka_client.Consumer,
-        pipeline: RecordPipeline,
-        batch: dict[TopicPartition, list[Any]],
-    ) -> None:
-        started = time.perf_counter()
-        done: dict[TopicPartition, int] = {}
-        switches = self.config.fault_switches
-        try:
-            self._guard_session()
-        except (CdcboxError, psycopg.Error) as e:
-            if not is_outage(e):
-                raise
-            self._wait_for_database(kafka, pipeline, batch, {}, e)
-            return
-        if switches.offsets_before_db_commit:
-            kafka.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
-        # Batch mode: one transaction for the poll (an aggregate keeps to one partition).
-        units = [([tp], records) for tp, records in batch.items()]
-        if self.config.batch_mode:
-            units = [(list(batch), [record for records in batch.values() for record in records])]
-        for tps, records in units:
-            try:
-                if self.config.batch_mode:
-                    pipeline.process_batch(self.connection, records)
-                    self._committed_records += len(records)
-                    switches.committed(self._committed_records)
-                else:
-                    (tp,) = tps
-
-                    def ended(record: Any, tp: TopicPartition = tp) -> None:
-                        done[tp] = record.offset + 1
-                        self._committed_records += 1
-                        switches.committed(self._committed_records)
-
-                    pipeline.process_records(self.connection, records, ended)
-            except DeadLetterError as e:
-                # Neither applied nor dead-lettered: commit what ended, come back to the rest.
-                log.error("%s; will retry from there", e)
-                if self._session_lost():
-                    self._rewind(kafka, batch, {})
-                    return
-                for tp in tps:
-                    kafka.seek(tp, done.get(tp, batch[tp][0].offset))
-                self._stop.wait(self.config.retry.max_delay_s)
-                continue
-            except BatchAbandoned as e:
-                # Another member owns those now; what is still ours resumes where it ended.
-                log.warning("%s; abandoning the rest of the batch", e)
-                self._rewind(kafka, batch, done)
-                break
-            except SessionChanged as e:
-                # Commits of this batch may be gone with the old session's server: the
-                # whole batch again, before any later record is applied on a new session.
-                log.warning("%s", e)
-                self.connection.unguard()
-                self._rewind(kafka, batch, {})
-                return
-            except (CdcboxError, psycopg.Error) as e:
-                if not is_service_outage(e):
-                    raise
-                # The database went away outside a record's retries (a parked check, a
-                # dead letter's record, an unhandled event's version), or the schema
-                # registry while a payload was decoded: nothing of the rest is lost, it
-                # comes back. On a guarded session the batch's earlier
-                # commits may have died with it: the whole batch comes back.
-                self._wait_for_database(
-                    kafka, pipeline, batch, {} if self._session_lost() else done, e
-                )
-                return
-            for tp in tps:
-                done[tp] = batch[tp][-1].offset + 1
-        self._outages = 0
-        self.stats.cycle_part("apply", started)
-        if done:
-            self._commit_offsets(kafka, batch, done)
-
-    def _commit_offsets(
-        self,
-        kafka: kafka_client.Consumer,
-        batch: dict[TopicPartition, list[Any]],
-        done: dict[TopicPartition, int],
-    ) -> None:
-        """The batch's commits made durable, then its offsets committed up to `done`."""
-        started = time.perf_counter()
-        try:
-            self._make_durable()
-        except (CdcboxError, psycopg.Error) as e:
-            log.warning(
-                "could not confirm the batch's commits are durable (%s); its records "
-                "will be processed again (the inbox drops the ones that survived)",
-                e,
-            )
-            self._rewind(kafka, batch, {})
-            return
-        started = self.stats.cycle_part("durable", started)
-        self._offsets.commit(kafka, done)
-        self.stats.cycle_part("offsets", started)
-
-    def _wait_for_database(
-        self,
-        kafka: kafka_client.Consumer,
-        pipeline: RecordPipeline,
-        batch: dict[TopicPartition, list[Any]],
-        done: dict[TopicPartition, int],
-        error: BaseException,
-    ) -> None:
-        """The database went away outside a record's retries (a parked check, a dead
-        letter's record, the batch's session): the batch resumes where it ended once it
-        is back. Waiting keeps the group membership; partitions revoked meanwhile are
-        their next owner's, from the offsets committed so far."""
-        self._outages += 1
-        self._rewind(kafka, batch, done)
-        try:
-            pipeline.retry.wait_out_outage(error, self._outages)
-        except BatchAbandoned as e:
-            log.warning("%s; the batch is the partitions' next owner's", e)
-
-    def _guard_session(self) -> None:
-        """Commits of the batch about to run will be asynchronous: keep them on one
-        session until the barrier (see `Reconnecting.guard`). Whatever an earlier batch
-        left unproven was not offset-committed, so it comes back anyway."""
-        self.connection.unguard()
-        if self.config.durable_each_commit or self.config.fault_switches.no_session_check:
-            return
-        self.connection.guard()
-
-    def _session_lost(self) -> bool:
-        """The guarded session of this batch ended: its asynchronous COMMITs are not
-        proven, whichever statement met the end first. The batch is redone whole."""
-        lost = self.connection.guarded and not self.connection.alive
-        if lost:
-            log.warning(
-                "the database session ended with commits not yet flushed to WAL; the "
-                "whole batch is processed again"
-            )
-            self.connection.unguard()
-        return lost
-
-    def _make_durable(self) -> None:
-        """Before offsets are committed: flush the session's asynchronous COMMITs."""
-        try:
-            switched_off = self.config.fault_switches.no_durability_barrier
-            barrier = self.database.barrier
-            if barrier is not None and not switched_off:
-                barrier(self.connection())
-        finally:
-            self.connection.unguard()
-
-    def _rewind(
-        self,
-        kafka: kafka_client.Consumer,
-        batch: dict[TopicPartition, list[Any]],
-        done: dict[TopicPartition, int],
-    ) -> None:
-        """Seek the batch's partitions that are still assigned back to their first record
-        not ended, so nothing fetched is skipped."""
-        assigned = kafka.assignment()
-        for tp, records in batch.items():
-            if tp in assigned:
-                kafka.seek(tp, done.get(tp, records[0].offset))
 
     def close(self) -> None:
         if self._kafka is not None:

@@ -58,7 +58,8 @@ class VersionGuard:
                 "INSERT INTO {v} AS cv (consumer_name, aggregate_type, aggregate_id, version) "
                 "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
                 "ON CONFLICT (consumer_name, aggregate_type, aggregate_id) DO UPDATE SET "
-                "version = EXCLUDED.version, updated_at = now() WHERE cv.version < EXCLUDED.version "
+                "version = EXCLUDED.version, updated_at = now() "
+                "WHERE cv.version < EXCLUDED.version "
                 # xmax is 0 on a row this statement inserted, not on one it updated.
                 "RETURNING consumer_name, aggregate_type, aggregate_id, xmax = 0"
             )

@@ -22,7 +22,11 @@ from tests.helpers import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 # Below Linux's ephemeral range (32768-60999), away from the native stack's ports.
-SUITE_PORTS = Ports(postgres=25432, kafka=29192, controller=29193, connect=28083)
+# Every published port is the suite's own, so a native stack on the defaults (registry
+# and MariaDB included) runs beside it.
+SUITE_PORTS = Ports(
+    postgres=25432, kafka=29192, controller=29193, connect=28083, registry=29081, mariadb=29306
+)
 PROMETHEUS_PORT = 29090  # the observability profile's
 
 
@@ -55,6 +59,8 @@ def compose_stack(compose_config: StackConfig) -> ComposeStack:
         CDCBOX_PG_PORT=str(SUITE_PORTS.postgres),
         CDCBOX_KAFKA_PORT=str(SUITE_PORTS.kafka),
         CDCBOX_CONNECT_PORT=str(SUITE_PORTS.connect),
+        CDCBOX_REGISTRY_PORT=str(SUITE_PORTS.registry),
+        CDCBOX_MARIADB_PORT=str(SUITE_PORTS.mariadb),
         CDCBOX_PROMETHEUS_PORT=str(PROMETHEUS_PORT),
     )
     return stack

@@ -53,7 +53,7 @@ def test_the_consumer_survives_a_commit_the_broker_does_not_answer() -> None:
     )
     consumer = Consumer([Orders()], config)
     broker = FlakyBroker(down())
-    consumer._commit_offsets(broker, {A: []}, {A: 7})  # type: ignore[arg-type]
+    consumer._batches.commit_offsets(broker, {A: []}, {A: 7})  # type: ignore[arg-type]
     assert broker.committed == {}
     consumer._offsets.retry(broker)
     assert broker.committed == {A: 7}
