@@ -1,34 +1,30 @@
-"""The one Kafka adapter: every consumer, producer and admin client cdcbox uses is built
-here from one `KafkaSettings`, and every call on them goes through `_translated`, so a
-kafka-python error reaches the caller as a `CdcboxError` subclass and nothing else.
+"""The one Kafka adapter: every consumer, producer and admin client (`cdcbox.kafka.admin`)
+cdcbox uses is built from one `KafkaSettings`, and every call on them goes through
+`translated` (`cdcbox.kafka.base`), so a kafka-python error reaches the caller as a
+`CdcboxError` subclass and nothing else.
 
 Retriable errors (no broker, timeouts, leader moves) become `KafkaUnavailable` (a
 `ServiceUnavailable`); a rebalance during a commit becomes `CommitRefused`; anything else
 Kafka refuses becomes `KafkaRequestError` with kafka-python's class name as `kind`.
-No other module of cdcbox imports `kafka`.
+No module of cdcbox outside `cdcbox.kafka` imports `kafka`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Self
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import kafka
 from kafka import errors as kafka_errors
-from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from cdcbox.errors import (
-    CommitRefused,
     EventsGone,
-    KafkaRequestError,
-    KafkaUnavailable,
     ServiceUnavailable,
 )
-from cdcbox.kafka.security import KafkaSecurity
+from cdcbox.kafka.admin import Admin
+from cdcbox.kafka.base import Client, KafkaSettings, translated
 
 __all__ = [
     "Admin",
@@ -38,69 +34,6 @@ __all__ = [
     "SendFuture",
     "TopicPartition",
 ]
-
-
-@dataclass(frozen=True)
-class KafkaSettings:
-    """Where the brokers are and how to reach them; the only input of every client."""
-
-    bootstrap_servers: str
-    request_timeout_ms: int = 30000
-    security: KafkaSecurity = field(default_factory=KafkaSecurity)
-
-    def options(self) -> dict[str, Any]:
-        return {
-            "bootstrap_servers": self.bootstrap_servers,
-            "request_timeout_ms": self.request_timeout_ms,
-            **self.security.client_options(),
-        }
-
-
-@contextmanager
-def _translated(what: str, settings: KafkaSettings) -> Iterator[None]:
-    try:
-        yield
-    except (
-        kafka_errors.CommitFailedError,
-        kafka_errors.RebalanceInProgressError,
-        kafka_errors.IllegalGenerationError,
-        kafka_errors.UnknownMemberIdError,
-    ) as e:
-        # The group moved on (or is moving): the partitions' next owner redelivers.
-        raise CommitRefused(f"{what}: {e}", kind=type(e).__name__) from e
-    except kafka_errors.KafkaError as e:
-        kind = type(e).__name__
-        if isinstance(e, kafka_errors.RetriableError) or kind == "NoBrokersAvailable":
-            raise KafkaUnavailable(
-                f"Kafka at {settings.bootstrap_servers} is unreachable ({what}: {_text(e)})"
-            ) from e
-        raise KafkaRequestError(f"{what}: {_text(e)}", kind=kind) from e
-
-
-def _text(error: Exception) -> str:
-    """kafka-python's message, prefixed with its class name once."""
-    text, kind = str(error), type(error).__name__
-    return text if text.startswith(kind) else f"{kind}: {text}"
-
-
-class _Client:
-    def __init__(self, settings: KafkaSettings, build: Callable[[], Any], what: str) -> None:
-        self.settings = settings
-        with _translated(f"connecting the {what}", settings):
-            self._client = build()
-
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        with _translated(what, self.settings):
-            return fn(*args, **kwargs)
-
-    def close(self, **kwargs: Any) -> None:
-        self._call("close", self._client.close, **kwargs)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _AssignmentListener(kafka.ConsumerRebalanceListener):  # type: ignore[misc]
@@ -114,7 +47,7 @@ class _AssignmentListener(kafka.ConsumerRebalanceListener):  # type: ignore[misc
         self.on_assigned(set(assigned))
 
 
-class Consumer(_Client):
+class Consumer(Client):
     """A KafkaConsumer (auto-commit always off: cdcbox commits after its transactions).
 
     It reads only committed records (`isolation_level=read_committed`, unless `options`
@@ -158,7 +91,7 @@ class Consumer(_Client):
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
         self._drop_parked_records()
-        with _translated("poll", self.settings):
+        with translated("poll", self.settings):
             try:
                 result: dict[TopicPartition, list[Any]] = self._client.poll(timeout_ms=timeout_ms)
             except kafka_errors.NoOffsetForPartitionError as e:
@@ -270,11 +203,11 @@ class SendFuture:
         self._future = future
 
     def get(self, timeout: float) -> None:
-        with _translated("send", self._settings):
+        with translated("send", self._settings):
             self._future.get(timeout=timeout)
 
 
-class Producer(_Client):
+class Producer(Client):
     """A KafkaProducer with acks=all; `send` raises at once for a record Kafka refuses
     before sending (e.g. over max.request.size), `SendFuture.get` for the rest."""
 
@@ -307,83 +240,3 @@ class Producer(_Client):
 
     def flush(self, timeout: float) -> None:
         self._call("flush", self._client.flush, timeout=timeout)
-
-
-class Admin(_Client):
-    """KafkaAdminClient, with the answers reduced to plain Python data."""
-
-    def __init__(self, settings: KafkaSettings, **options: Any) -> None:
-        super().__init__(
-            settings, lambda: kafka.KafkaAdminClient(**settings.options(), **options), "admin"
-        )
-
-    def list_topics(self) -> set[str]:
-        return set(self._call("list topics", self._client.list_topics))
-
-    def create_topics(
-        self,
-        topics: Iterable[str],
-        configs: Mapping[str, dict[str, str]] | None = None,
-        partitions: Mapping[str, int] | None = None,
-    ) -> None:
-        """Create `topics` (an existing one is left as it is); broker defaults where
-        `configs` and `partitions` say nothing."""
-        configs, partitions = configs or {}, partitions or {}
-        self._call(
-            "create topics",
-            self._client.create_topics,
-            [
-                NewTopic(t, partitions.get(t, -1), -1, topic_configs=configs.get(t, {}))
-                for t in topics
-            ],
-            raise_errors=False,
-            wait_for_metadata=True,
-        )
-
-    def partition_counts(self, topics: list[str]) -> dict[str, int]:
-        if not topics:
-            return {}
-        described = self._call("describe topics", self._client.describe_topics, topics)
-        return {d["name"]: len(d["partitions"]) for d in described}
-
-    def topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
-        """Each topic's effective configuration (explicit settings and broker defaults)."""
-        if not topics:
-            return {}
-        result = self._call(
-            "describe configs",
-            self._client.describe_configs,
-            [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
-            config_filter="all",  # kafka-python's default returns only modified keys
-        )
-        return {
-            topic: {
-                key: str(entry["value"] if isinstance(entry, dict) else entry)
-                for key, entry in configs.items()
-            }
-            for topic, configs in result.get("topic", {}).items()
-        }
-
-    def controller_id(self) -> int:
-        return int(self._call("describe cluster", self._client.describe_cluster)["controller_id"])
-
-    def list_groups(self) -> list[tuple[str, str]]:
-        groups = self._call("list groups", self._client.list_groups)
-        return [(g["group_id"], str(g.get("group_state", "?"))) for g in groups]
-
-    def group_offsets(self, group: str) -> dict[TopicPartition, int]:
-        offsets = self._call("group offsets", self._client.list_group_offsets, {group: None})
-        return {tp: om.offset for tp, om in offsets.get(group, {}).items() if om.offset >= 0}
-
-    def group_members(self, group: str) -> list[str]:
-        description = self._call("describe group", self._client.describe_groups, [group])
-        members = description.get(group, {}).get("members", []) or []
-        return [str(m.get("member_id")) for m in members]
-
-    def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
-        self._call(
-            "alter group offsets",
-            self._client.alter_group_offsets,
-            group,
-            {tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()},
-        )

@@ -16,7 +16,7 @@ from cdcbox.errors import CdcboxError, UsageError
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.security import KafkaSecurity
 from cdcbox.limits import EventLimits
-from cdcbox.migrate import notify_trigger_exists, publication_covers, recorded_relay_mode
+from cdcbox.migrate import notify_trigger_exists, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.check import Check
 from cdcbox.ops.cluster_checks import connect_checks, kafka_checks
@@ -28,6 +28,7 @@ from cdcbox.ops.message_checks import (
 )
 from cdcbox.ops.slots import slot_status
 from cdcbox.ops.stall_checks import progress_check, transaction_checks
+from cdcbox.replication import publication_covers
 
 
 @dataclass(frozen=True)

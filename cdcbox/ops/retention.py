@@ -20,10 +20,11 @@ from psycopg import sql
 from cdcbox.errors import UsageError
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.topics import topic_retention
-from cdcbox.migrate import RelayMode, publication_covers, recorded_relay_mode
+from cdcbox.migrate import RelayMode, recorded_relay_mode
 from cdcbox.names import DbNames
 from cdcbox.ops.pacing import Pace
 from cdcbox.postgres.inbox import Inbox
+from cdcbox.replication import publication_covers
 from cdcbox.seam.stores import BindingStore, InboxStore
 from cdcbox.session import Session
 

@@ -17,10 +17,10 @@ from psycopg import sql
 from cdcbox.connect.client import ConnectClient
 from cdcbox.connect.connectors import apply, render
 from cdcbox.connect.services import Service
-from cdcbox.migrate import ensure_slot
 from cdcbox.names import DbNames
 from cdcbox.producer.messages import message_body
 from cdcbox.producer.outbox import ISO_FORMAT, NewEvent, event_row
+from cdcbox.replication import ensure_slot
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
 from tests.helpers import drop_slot_once_released, migrated_schema, unique

@@ -14,10 +14,11 @@ import pytest
 from psycopg import sql
 
 from cdcbox.errors import SchemaError, UsageError
-from cdcbox.migrate import ensure_slot, migrate
+from cdcbox.migrate import migrate
 from cdcbox.names import DEFAULT_PUBLICATION, DbNames
 from cdcbox.ops.retention import purge_outbox
 from cdcbox.producer import NewEvent, Outbox
+from cdcbox.replication import ensure_slot
 from tests.helpers import unique
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ import pytest
 from kafka import errors as kafka_errors
 
 from cdcbox.errors import CdcboxError, CommitRefused, KafkaRequestError, KafkaUnavailable
-from cdcbox.kafka.client import KafkaSettings, _translated
+from cdcbox.kafka.base import KafkaSettings, translated
 
 SETTINGS = KafkaSettings("127.0.0.1:1")
 
@@ -23,7 +23,7 @@ SETTINGS = KafkaSettings("127.0.0.1:1")
 def test_kafka_errors_become_cdcbox_errors(
     raised: kafka_errors.KafkaError, expected: type[CdcboxError]
 ) -> None:
-    with pytest.raises(expected) as info, _translated("send", SETTINGS):
+    with pytest.raises(expected) as info, translated("send", SETTINGS):
         raise raised
     assert isinstance(info.value, CdcboxError)
     assert type(raised).__name__ in str(info.value)
@@ -32,6 +32,6 @@ def test_kafka_errors_become_cdcbox_errors(
 def test_an_unreachable_broker_is_named_in_the_message() -> None:
     with (
         pytest.raises(KafkaUnavailable, match=r"127\.0\.0\.1:1 is unreachable"),
-        _translated("poll", SETTINGS),
+        translated("poll", SETTINGS),
     ):
         raise kafka_errors.KafkaTimeoutError("no answer")

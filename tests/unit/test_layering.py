@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(cdcbox.__file__).parent
 CORE = {
     "errors", "wire", "event", "names", "ids", "db", "migrate", "avro", "limits",
-    "resources", "fault_switches", "schema_registry", "dsn",
+    "resources", "fault_switches", "schema_registry", "dsn", "replication",
     "registry_gate", "session",
 }  # fmt: skip
 # Modules at the top of the package that belong to a layer above the core.
