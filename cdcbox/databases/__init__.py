@@ -1,7 +1,7 @@
 """The one place a database's implementation is picked: `database_for(dsn)` gives the
 `cdcbox.seam.database.Database` of the database `dsn` names (`cdcbox.dsn`), PostgreSQL's
-(`cdcbox.postgres`) or MariaDB's (`cdcbox.mariadb`, whose PyMySQL is the `mariadb`
-extra and is imported only here, when a MariaDB DSN is used)."""
+(`cdcbox.postgres`) or MariaDB's (`cdcbox.mariadb`, imported only when a MariaDB DSN
+is used: its driver, PyMySQL, is the `mariadb` extra)."""
 
 from __future__ import annotations
 
