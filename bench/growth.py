@@ -19,15 +19,12 @@ names, PROCESSED, finished days ago.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -40,6 +37,7 @@ from bench.consumer_cost import cdcbox_run, in_child, prefill
 from bench.e2e import drop_schema, own_schema
 from bench.handlers import EFFECT_DDL
 from bench.producer import ONE_ROW, SETUP, outbox_insert, pgbench_tps, pipelined
+from bench.purge_beside import Progress, paced_purge, purge_while
 from bench.stats import interleaved, ratio_spread, spread
 from cdcbox import wire
 from cdcbox.names import DbNames
@@ -55,8 +53,6 @@ HISTORY_ID = (
     "|| substr(md5(g::text), 1, 19))::uuid"
 )
 
-Progress = Callable[[int, int], None]
-Purge = Callable[..., Any]  # (conn, progress, pace=None) -> what the library call returns
 HISTORY_FLOOR = InboxFloor(timedelta(days=7), timedelta(hours=1), timedelta(days=1))
 # The paced purges' `--max-rate`, per table: the rate the docs recommend first, then a
 # faster one. An outbox row costs the writers more to delete than an inbox row: it is
@@ -209,12 +205,12 @@ def _inbox_purges(
             conn, timedelta(days=15), HISTORY_FLOOR, inbox=Inbox(full), progress=progress, pace=pace
         )
 
-    unpaced = _purge_while(purge, dsn, batch_consumer)
+    unpaced = purge_while(purge, dsn, batch_consumer)
     unpaced["baseline_records_per_s"] = baseline["records_per_s"]
     unpaced["during / baseline"] = unpaced["during"]["records_per_s"] / baseline["records_per_s"]
     firsts = itertools.count(first_free, 10**8)
     paced = [
-        _paced_purge(
+        paced_purge(
             lambda rows: fill_inbox(dsn, full, next(firsts), rows, 20, vacuum=False),
             purge,
             rate,
@@ -228,96 +224,6 @@ def _inbox_purges(
         for rate in PACED_ROWS_PER_S["inbox"]
     ]
     return {"purge": unpaced, "paced_purges": paced}
-
-
-class _Stopped(Exception):
-    """Ends a paced purge between two batches (each batch is its own transaction, so
-    nothing is left half done)."""
-
-
-@dataclass
-class _PaceUntil(Pace):
-    """A `Pace` that, once `over` is set, ends the purge after its wait: the purge's rate
-    is then taken at the point where the pace holds it, not just after a batch."""
-
-    over: threading.Event = field(default_factory=threading.Event)
-
-    def done(self, units: int) -> None:
-        super().done(units)
-        if self.over.is_set():
-            raise _Stopped
-
-
-def _purge_while(
-    purge: Purge,
-    dsn: str,
-    measure: Callable[[], dict[str, Any]],
-    over: threading.Event | None = None,
-) -> dict[str, Any]:
-    """Start `purge(conn, progress)` in a thread, run `measure()` meanwhile, then set
-    `over`; the purge's duration, rows, and how much of the measurement it overlapped."""
-    done: dict[str, Any] = {"rows": 0}
-    over = over or threading.Event()
-
-    def progress(deleted: int, _total: int) -> None:
-        done["rows"] = deleted
-
-    def run() -> None:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            started = time.perf_counter()
-            with contextlib.suppress(_Stopped):
-                purge(conn, progress)
-            done["s"] = time.perf_counter() - started
-
-    thread = threading.Thread(target=run)
-    started = time.perf_counter()
-    thread.start()
-    during = measure()
-    over.set()
-    measured_s = time.perf_counter() - started
-    thread.join()
-    return {
-        "rows": done["rows"],
-        "seconds": done["s"],
-        "rows_per_s": done["rows"] / done["s"] if done["s"] else None,
-        "during": during,
-        "overlap": min(done["s"], measured_s) / measured_s,
-    }
-
-
-def _paced_purge(
-    fill: Callable[[int], None],
-    purge: Purge,
-    rate: int,
-    dsn: str,
-    measure: Callable[[], dict[str, Any]],
-    key: str,
-    rounds: int,
-    window_s: float,
-) -> dict[str, Any]:
-    """The writers (`measure()`, reporting `key`) alone and beside a purge held to
-    `rate` rows a second, interleaved round by round. Each round first adds enough old rows
-    for `window_s` of purging; the purge stops when the measurement ends."""
-
-    def beside() -> dict[str, Any]:
-        fill(int(rate * window_s))
-        over = threading.Event()
-        paced = partial(purge, pace=_PaceUntil(rate, over=over))
-        outcome = _purge_while(paced, dsn, measure, over)
-        return {**outcome["during"], "purge": outcome}
-
-    runs = interleaved({"alone": measure, "beside": beside}, rounds)
-    purges = [r["purge"] for r in runs["beside"]]
-    return {
-        "max_rate": rate,
-        "rounds": rounds,
-        "rows": [p["rows"] for p in purges],
-        "rows_per_s": spread([p["rows_per_s"] for p in purges]),
-        "overlap": spread([p["overlap"] for p in purges]),
-        "alone": spread([r[key] for r in runs["alone"]]),
-        "beside": spread([r[key] for r in runs["beside"]]),
-        "beside / alone": ratio_spread(runs, "beside", "alone", key),
-    }
 
 
 def outbox_growth(
@@ -361,9 +267,9 @@ def outbox_growth(
                     pace=pace,
                 )
 
-            unpaced = _purge_while(purge, dsn, append)
+            unpaced = purge_while(purge, dsn, append)
             paced = [
-                _paced_purge(
+                paced_purge(
                     lambda n: fill_outbox(dsn, full, n, days_ago=20, vacuum=False),
                     purge,
                     rate,

@@ -1,9 +1,11 @@
-"""What one record costs in per-record mode, statement by statement: the consumer's own
-objects (router, claim + guard, the effect handler) driven by hand over records fetched
-from Kafka, each step timed on the client (so a statement's time is its round trip plus
-the server's work), on a session configured as the consumer's is (`synchronous_commit`
-off, one barrier per poll batch). The COMMIT is also timed as PostgreSQL's default
-makes it, waiting for its WAL flush, to show what the barrier saves."""
+"""What one record costs in per-record mode, statement by statement: the consumer's
+steps (its router, the one statement of inbox claim + version guard, the effect handler)
+called one at a time over records fetched from Kafka, so each can be timed on the client
+(a statement's time is its round trip plus the server's work), on a session configured as
+the consumer's is (`synchronous_commit` off, one barrier per poll batch). Every rate the
+page cites comes from a `Consumer` run through its public entry points instead. The
+COMMIT is also timed as PostgreSQL's default makes it, waiting for its WAL flush, to show
+what the barrier saves."""
 
 from __future__ import annotations
 
@@ -19,10 +21,7 @@ from bench.consumer_cost import prefill
 from bench.handlers import EFFECT_DDL, effect_handler
 from cdcbox import wire
 from cdcbox.consumer import ConsumerConfig
-from cdcbox.consumer.breaker import BreakerPolicy, CircuitBreaker
-from cdcbox.consumer.pipeline import RecordPipeline
-from cdcbox.consumer.stats import ConsumerStats
-from cdcbox.consumer.steps.route import Decoded, Routed
+from cdcbox.consumer.steps.route import Decoded, Routed, Router
 from cdcbox.db import Reconnecting, durability_barrier
 from cdcbox.postgres.database import postgres_stores
 
@@ -51,22 +50,16 @@ def record_cost(dsn: str, bootstrap: str, count: int) -> dict[str, Any]:
         conn.execute(EFFECT_DDL)
     handler = effect_handler(f"bench-steps-{uuid.uuid4().hex[:6]}", aggregate_type)
     stores = postgres_stores()
-    pipeline = RecordPipeline(
-        {"Bench": (handler,)},
-        stores,
-        dead_letters=None,  # type: ignore[arg-type]  # these records never fail
-        config=ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id="unused"),
-        stats=ConsumerStats(),
-        breaker=CircuitBreaker(BreakerPolicy()),
-    )
+    config = ConsumerConfig(bootstrap_servers=bootstrap, dsn=dsn, group_id="unused")
+    router = Router({"Bench": (handler,)}, config.schemas, config.unhandled)
     seconds: dict[str, float] = defaultdict(float)
     source = Reconnecting(dsn, synchronous_commit=False)
     conn = source()
     for index, record in enumerate(records):
         t0 = time.perf_counter()
-        decoded = pipeline.router.decode(record)
+        decoded = router.decode(record)
         assert isinstance(decoded, Decoded)
-        (routed,) = pipeline.router.route(decoded)  # type: ignore[misc]
+        (routed,) = router.route(decoded)  # type: ignore[misc]
         t1 = time.perf_counter()
         assert isinstance(routed, Routed)
         conn.execute("BEGIN")

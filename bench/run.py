@@ -36,7 +36,8 @@ from bench import (
     record_cost,
     relay_tail,
 )
-from bench.report import ONLY, section
+from bench.report import section
+from bench.results_files import ONLY
 from cdcbox.resources import resource_dir
 from cdcbox.stack.config import StackVersions
 

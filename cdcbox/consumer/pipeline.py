@@ -102,8 +102,8 @@ class RecordPipeline:
             settle=self._settle,
             apply_one=self._apply_one,
         )
-        self._ended: Callable[[ConsumedRecord], None] = _ignore
-        self._unended: list[ConsumedRecord] = []  # processed, a COMMIT still in flight
+        # processed, a COMMIT still in flight: each record with the callback that ends it
+        self._unended: list[tuple[ConsumedRecord, Callable[[ConsumedRecord], None]]] = []
 
     def process(self, connection: ConnectionSource, record: ConsumedRecord) -> None:
         """One record, one transaction per handler taking it (and their retries)."""
@@ -119,12 +119,11 @@ class RecordPipeline:
         in flight while the next one's transaction begins (`steps.in_flight`).
         `ended(record)` is called in order once every transaction of the record has
         answered: only then may its offset be committed."""
-        self._ended = ended
         in_flight = self.transaction.in_flight
         try:
             for record in records:
                 self._process_decoded(connection, self.router.decode(record), overlap=True)
-                self._unended.append(record)
+                self._unended.append((record, ended))
                 if in_flight.pending is None:
                     self._end_records()
             self._settle(connection)
@@ -133,7 +132,6 @@ class RecordPipeline:
             raise
         finally:
             self._unended.clear()
-            self._ended = _ignore
 
     def _process_decoded(
         self, connection: ConnectionSource, decoded: Decoded | Unroutable, overlap: bool = False
@@ -173,8 +171,8 @@ class RecordPipeline:
     def _end_records(self) -> None:
         """The records processed so far have ended (nothing of theirs is in flight)."""
         unended, self._unended = self._unended, []
-        for record in unended:
-            self._ended(record)
+        for record, ended in unended:
+            ended(record)
 
     def process_batch(
         self, connection: ConnectionSource, records: Sequence[ConsumedRecord]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench import report
+from bench import report, results_files
 from bench.stats import interleaved, ratio_spread, spread
 from bench.targets import CROSSES, MET, MISSED, NOT_MEASURED, TARGETS, judged
 
@@ -14,7 +14,7 @@ from bench.targets import CROSSES, MET, MISSED, NOT_MEASURED, TARGETS, judged
 def test_the_docs_show_the_newest_committed_results_and_their_plot() -> None:
     text = report.PAGE.read_text()
     shown = text[text.index(report.BEGIN) : text.index(report.END) + len(report.END)]
-    newest = report.latest()
+    newest = results_files.latest()
     assert shown == report.section(newest), f"run: python -m bench.report {newest} --docs"
     plot = newest.with_suffix(".png")
     assert (report.PLOTS / plot.name).read_bytes() == plot.read_bytes()
@@ -63,11 +63,11 @@ def test_a_spread_is_met_or_missed_only_as_a_whole() -> None:
 def test_a_new_results_file_does_not_change_what_the_readme_must_show(tmp_path: Any) -> None:
     """scripts/bench writes a new, untracked results file: the docs still show the
     committed one until it is committed and regenerated, so scripts/test keeps passing."""
-    newest = report.latest()
-    fresh = report.RESULTS / "99991231T235959Z-quick.json"
+    newest = results_files.latest()
+    fresh = results_files.RESULTS / "99991231T235959Z-quick.json"
     fresh.write_text(newest.read_text())
     try:
-        assert report.latest() == newest
+        assert results_files.latest() == newest
     finally:
         fresh.unlink()
 
@@ -98,7 +98,7 @@ def test_a_later_run_of_one_section_replaces_that_section_only(
     later = tmp_path / "20261205T000000Z-full-only-exactly_once.json"
     earlier.write_text(json.dumps({"started": "2026-12-03T00:00:00Z", "exactly_once": {"a": 1}}))
     later.write_text(json.dumps({"started": "2026-12-05T00:00:00Z", "exactly_once": {"b": 2}}))
-    monkeypatch.setattr(report, "committed", lambda directory, pattern: [earlier, later])
-    merged, sources = report.with_newest_sections(whole)
+    monkeypatch.setattr(results_files, "committed", lambda directory, pattern: [earlier, later])
+    merged, sources = results_files.with_newest_sections(whole)
     assert merged == {**whole, "exactly_once": {"b": 2}}
     assert sources == {"exactly_once": later}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from bench import soak
-from bench.report import committed
+from bench import soak, soak_page
+from bench.results_files import committed
 from tests.faults import ledger
 
 RESULTS = Path(ledger.__file__).parent / "results"
@@ -35,6 +35,6 @@ def test_the_docs_show_the_latest_committed_ledger() -> None:
 
 def test_the_docs_show_the_latest_committed_soak() -> None:
     latest = max(committed(soak.RESULTS, "soak-*.jsonl"))
-    text = soak.PAGE.read_text()
-    shown = text[text.index(soak.BEGIN) : text.index(soak.END) + len(soak.END)]
-    assert shown == soak.page_section(latest), "run: python -m bench.soak --docs FILE"
+    text = soak_page.PAGE.read_text()
+    shown = text[text.index(soak_page.BEGIN) : text.index(soak_page.END) + len(soak_page.END)]
+    assert shown == soak_page.page_section(latest), "run: python -m bench.soak --docs FILE"
