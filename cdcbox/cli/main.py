@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from cdcbox.cli.acls import acls
 from cdcbox.cli.common import CdcGroup, Settings
 from cdcbox.cli.connectors import apply_command, connectors_group, diff_command
 from cdcbox.cli.consume import consume
@@ -115,6 +116,7 @@ for command in (
     dlq,
     parked,
     doctor,
+    acls,
     schemas,
     top,
     exporter,

@@ -23,17 +23,21 @@ from cdcbox.errors import ConfigError, SpecError
 from cdcbox.names import DbNames
 
 SERVICE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-SERVICE_KEYS = {"name", "database", "schema"}
+SERVICE_KEYS = {"name", "database", "schema", "aggregates"}
+AGGREGATE_TYPE = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 
 @dataclass(frozen=True)
 class Service:
     """A producing service: its name, the database its outbox lives in (None: the one
-    the environment's `CDCBOX_CONNECT_DB_NAME` names) and its schema."""
+    the environment's `CDCBOX_CONNECT_DB_NAME` names), its schema, and the aggregate
+    types it emits (None: not declared), from which `cdcbox.acls` grants Write on their
+    topics only."""
 
     name: str
     database: str | None = None
     schema: str = "public"
+    aggregates: tuple[str, ...] | None = None
 
     @property
     def names(self) -> DbNames:
@@ -76,8 +80,11 @@ def parse_service(path: Path, raw: Any, substitute: Any) -> Service:
     `${VAR}` in its values as in the config."""
     if not isinstance(raw, dict) or set(raw) - SERVICE_KEYS or "name" not in raw:
         raise SpecError(
-            f"{path}: service is a mapping with 'name' and optionally 'database', 'schema'"
+            f"{path}: service is a mapping with 'name' and optionally 'database', 'schema', "
+            "'aggregates'"
         )
+    raw = dict(raw)
+    aggregates = _aggregates(path, raw.pop("aggregates", None))
     values = {k: substitute(f"service.{k}", v) for k, v in raw.items()}
     if not SERVICE_NAME.fullmatch(values["name"]):
         raise SpecError(
@@ -85,13 +92,30 @@ def parse_service(path: Path, raw: Any, substitute: Any) -> Service:
             "and '_', starting with a letter, at most 40 (it names the slot and connector)"
         )
     service = Service(
-        values["name"], values.get("database") or None, values.get("schema", "public")
+        values["name"],
+        values.get("database") or None,
+        values.get("schema", "public"),
+        aggregates,
     )
     try:
         service.names  # noqa: B018 (validates the schema name)
     except ConfigError as e:
         raise SpecError(f"{path}: service.schema: {e}") from None
     return service
+
+
+def _aggregates(path: Path, raw: Any) -> tuple[str, ...] | None:
+    """`service.aggregates`: a list of aggregate types (each a Kafka topic name's tail)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(
+        isinstance(a, str) and AGGREGATE_TYPE.fullmatch(a) for a in raw
+    ):
+        raise SpecError(
+            f"{path}: service.aggregates is a list of aggregate types (letters, digits, "
+            f"'.', '_', '-'), got {raw!r}"
+        )
+    return tuple(raw)
 
 
 def check_no_collisions(specs: Mapping[Path, Mapping[str, Any]]) -> None:

@@ -21,7 +21,7 @@ from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.jars import JvmLayout
 from cdcbox.stack.secrets import write_private
-from cdcbox.stack.tls import MECHANISM, USERS, StackTls
+from cdcbox.stack.tls import ADMIN, MECHANISM, USERS, StackTls
 
 
 def replication(config: StackConfig) -> dict[str, str]:
@@ -192,9 +192,15 @@ class NativeKafka(JvmComponent):
             "advertised.listeners": f"SASL_SSL://{self.bootstrap}",
             "inter.broker.listener.name": "SASL_SSL",
             "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            # Nobody may do what they were not granted (cdcbox.stack.grants): the brokers'
+            # `admin` is a super user, and so is ANONYMOUS, which is what a node is on the
+            # controller listener (PLAINTEXT, on loopback only; SCRAM credentials live in
+            # the metadata that listener serves, so it cannot authenticate with them).
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{ADMIN};User:ANONYMOUS",
             "sasl.enabled.mechanisms": MECHANISM,
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
-            f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config": tls.jaas("admin"),
+            f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config": tls.jaas(ADMIN),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(tls.keystore),
             "ssl.truststore.type": "PEM",
@@ -269,7 +275,7 @@ class NativeKafka(JvmComponent):
     def _answers(self) -> bool:
         """True once the broker serves metadata (the cluster has a controller)."""
         try:
-            security = self._tls.client("admin") if self.config.secure else KafkaSecurity()
+            security = self._tls.client(ADMIN) if self.config.secure else KafkaSecurity()
             settings = KafkaSettings(self.bootstrap, request_timeout_ms=3000, security=security)
             with Admin(settings) as admin:
                 return admin.controller_id() != -1

@@ -12,12 +12,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
+from cdcbox.acls.plan import OPERATOR_USER
 from cdcbox.errors import StackError
 from cdcbox.stack import rest_auth
 from cdcbox.stack.compose import ComposeStack, docker_engine_answers
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.connect_worker import NativeConnect
 from cdcbox.stack.endpoints import ComponentStatus, Endpoints
+from cdcbox.stack.grants import grant_roles
 from cdcbox.stack.jars import resolve_jars
 from cdcbox.stack.kafka import NativeKafka
 from cdcbox.stack.mariadb import NativeMariaDB
@@ -154,6 +156,9 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
             node.spawn()
         for node in nodes:
             node.await_ready()
+    if config.secure:
+        with step("Kafka ACLs: each role its own principal (cdcbox.acls)"):
+            grant_roles(config)
     workers = [
         NativeConnect(config, layout, config.bootstrap_servers, w)
         for w in range(config.connect_workers)
@@ -190,16 +195,18 @@ def _native_up(config: StackConfig, secrets: StackSecrets) -> Endpoints:
 
 
 def _security_env(config: StackConfig) -> dict[str, str]:
-    """How cdcbox's clients reach a --secure stack: as the `cdcbox` SCRAM user over
-    SASL_SSL, trusting the stack's CA; Debezium's JDBC connection encrypted."""
+    """How cdcbox's clients reach a --secure stack: as the `operator` SCRAM user over
+    SASL_SSL, trusting the stack's CA; Debezium's JDBC connection encrypted. Every
+    role's password file is in `CDCBOX_KAFKA_USERS_DIR` (`kafka-<user>.password`)."""
     if not config.secure:
         return {}
     tls = StackTls.of(config.state_dir)
     return {
         "CDCBOX_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
         "CDCBOX_KAFKA_SASL_MECHANISM": MECHANISM,
-        "CDCBOX_KAFKA_USERNAME": "cdcbox",
-        "CDCBOX_KAFKA_PASSWORD_FILE": str(tls.password_file("cdcbox")),
+        "CDCBOX_KAFKA_USERNAME": OPERATOR_USER,
+        "CDCBOX_KAFKA_PASSWORD_FILE": str(tls.password_file(OPERATOR_USER)),
+        "CDCBOX_KAFKA_USERS_DIR": str(tls.directory),
         "CDCBOX_KAFKA_CA_FILE": str(tls.ca),
         "CDCBOX_CONNECT_DB_SSLMODE": "require",
         "CDCBOX_CONNECT_USER": rest_auth.USER,

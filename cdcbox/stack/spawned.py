@@ -12,6 +12,7 @@ from cdcbox.errors import StackError
 from cdcbox.stack import process
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.tls import StackTls
 
 
 class Spawned(process.PidTracked):
@@ -43,6 +44,8 @@ class CdcCtlService(Spawned):
     environment and its `/metrics` on `port`; ready when its `/healthz` answers."""
 
     command: tuple[str, ...]
+    # On a --secure stack, the Kafka principal it logs in as (None: the operator's).
+    kafka_user: str | None = None
 
     def __init__(self, config: StackConfig, port: int) -> None:
         self.config = config
@@ -58,6 +61,10 @@ class CdcCtlService(Spawned):
         argv = [sys.executable, "-m", "cdcbox.cli.main", *self.command]
         argv += ["--metrics-host", self.config.host, "--metrics-port", str(self.port)]
         env = {**os.environ, **endpoints.as_env()}
+        if self.config.secure and self.kafka_user:
+            tls = StackTls.of(self.config.state_dir)
+            env["CDCBOX_KAFKA_USERNAME"] = self.kafka_user
+            env["CDCBOX_KAFKA_PASSWORD_FILE"] = str(tls.password_file(self.kafka_user))
         record = process.spawn(argv, log_file=self.log_file, pid_file=self.pid_file, env=env)
         self._await(record, 60)
 

@@ -8,6 +8,7 @@ kills a process. Its counters are on its own `/metrics` (`ports.supervisor`).
 
 from __future__ import annotations
 
+from cdcbox.acls.plan import SUPERVISOR_USER
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.spawned import CdcCtlService
 
@@ -17,6 +18,7 @@ class NativeSupervisor(CdcCtlService):
 
     name = "supervisor"
     command = ("connectors", "supervise")
+    kafka_user = SUPERVISOR_USER  # it may abort transactions; the operator may not
 
     def __init__(self, config: StackConfig) -> None:
         super().__init__(config, config.ports.supervisor)

@@ -2,9 +2,12 @@
 
 A private CA signs one server certificate for `localhost` and the stack's host address;
 Kafka's SASL_SSL listener and PostgreSQL (`ssl=on`) both present it, and clients trust
-the CA (`ca.pem`). Kafka's users are SCRAM-SHA-512: `admin` (the broker itself), `connect`
-(the Connect worker and its connectors), `cdcbox` (cdcbox's clients). Everything is made
-once with openssl into `secrets/tls/`, mode 0600, and never printed.
+the CA (`ca.pem`). Kafka's users are SCRAM-SHA-512, one per role (`cdcbox.acls.plan`):
+`admin` (the brokers, and the super user that bootstraps the ACLs), `connect` (the Connect
+worker and its connectors), `supervisor` (`connectors supervise`), `operator` (`cdc-ctl`
+and the services that have no principal of their own yet). Everything is made once with
+openssl into `secrets/tls/`, mode 0600, and never printed; a service's own user is made
+by `cdc-ctl acls apply --users-dir` there too.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdcbox.acls.plan import CONNECT_USER, OPERATOR_USER, SUPERVISOR_USER
 from cdcbox.errors import StackError
 from cdcbox.kafka.security import KafkaSecurity, Mechanism, Secret
 from cdcbox.stack.secrets import write_private
 
 MECHANISM: Mechanism = "SCRAM-SHA-512"
-USERS = ("admin", "connect", "cdcbox")
+USERS = ("admin", CONNECT_USER, SUPERVISOR_USER, OPERATOR_USER)
+ADMIN = "admin"
 
 
 @dataclass(frozen=True)

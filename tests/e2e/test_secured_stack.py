@@ -101,7 +101,7 @@ def test_an_event_flows_through_sasl_ssl_and_tls_to_postgres(
             event_id = Outbox().append(
                 conn, NewEvent(aggregate_type, "a1", "Created", {"over": "tls"})
             )
-    security = tls.client("cdcbox")
+    security = tls.client("operator")
     (record,) = read_topic(kafka(config, security), f"outbox.event.{aggregate_type}")
     assert dict(record.headers)["id"] == str(event_id).encode()
 
@@ -145,7 +145,7 @@ def test_a_client_without_the_right_credentials_is_refused(
 ) -> None:
     config, _ = secured
     tls = StackTls.of(config.state_dir)
-    right = tls.client("cdcbox")
+    right = tls.client("operator")
     security = {
         "plaintext": KafkaSecurity(),
         "wrong password": dataclasses.replace(right, password=Secret("not-the-password")),

@@ -24,6 +24,8 @@ pytestmark = pytest.mark.unit
 # for another tool (a script, shell exports).
 READ, DESTRUCTIVE, ACTION = "read", "destructive", "action"
 KINDS = {
+    ("acls", "apply"): DESTRUCTIVE,
+    ("acls", "plan"): READ,
     ("apply",): ACTION,
     ("connectors", "delete"): DESTRUCTIVE,
     ("connectors", "heal"): ACTION,

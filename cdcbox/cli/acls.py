@@ -1,0 +1,154 @@
+"""`cdc-ctl acls plan | apply`: each role its own Kafka principal, and the grants it
+needs, derived from the connector specs (PATH, `connectors/` by default) and the consuming
+services' handlers (`--consumer SERVICE=module:Class`, repeated)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from cdcbox.acls import cluster
+from cdcbox.acls.derive import fleet_from
+from cdcbox.acls.plan import ConnectRole, Fleet, plan
+from cdcbox.cli.common import Settings, confirm, print_json
+from cdcbox.cli.common import settings as settings_of
+from cdcbox.cli.consume import load_handler
+from cdcbox.connect import connectors as specs
+from cdcbox.consumer.handler import BaseHandler
+from cdcbox.errors import ConfigError
+from cdcbox.kafka.acls import AclAdmin
+from cdcbox.resources import resource_dir
+from cdcbox.stack.connect_worker import GROUP
+from cdcbox.stack.secrets import write_private
+from cdcbox.stack.tls import MECHANISM
+
+spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
+consumer_option = click.option(
+    "--consumer",
+    "consumers",
+    multiple=True,
+    metavar="SERVICE=module:Class",
+    help="A consuming service and one of its handlers (repeat for more of either); its "
+    "group is the service's name.",
+)
+group_option = click.option(
+    "--connect-group",
+    default=GROUP,
+    show_default=True,
+    help="Connect's worker group.id (its storage topics are <group>-configs, -offsets, -status).",
+)
+
+
+@click.group("acls")
+def acls() -> None:
+    """Kafka ACLs by role, derived from connector specs and handlers."""
+
+
+@acls.command("plan")
+@spec_path
+@consumer_option
+@group_option
+@click.option("--json", "as_json", is_flag=True, help="Principals and grants as JSON.")
+@click.pass_context
+def plan_command(
+    ctx: click.Context,
+    path: Path | None,
+    consumers: tuple[str, ...],
+    connect_group: str,
+    as_json: bool,
+) -> None:
+    """Print the grants each principal needs (nothing is sent to Kafka)."""
+    fleet = _fleet(settings_of(ctx), path, consumers, connect_group)
+    grants = plan(fleet)
+    if as_json:
+        print_json({"principals": fleet.principals(), "grants": [g.as_dict() for g in grants]})
+        return
+    for grant in grants:
+        click.echo(str(grant))
+
+
+@acls.command("apply")
+@spec_path
+@consumer_option
+@group_option
+@click.option("--dry-run", is_flag=True, help="Say what would change; change nothing.")
+@click.option("--yes", is_flag=True, help="Remove grants without asking.")
+@click.option(
+    "--users-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Create each planned principal's SCRAM user that does not exist yet, its password "
+    "in DIR/kafka-<user>.password (mode 0600; `stack env`'s CDCBOX_KAFKA_USERS_DIR).",
+)
+@click.pass_context
+def apply_command(
+    ctx: click.Context,
+    path: Path | None,
+    consumers: tuple[str, ...],
+    connect_group: str,
+    dry_run: bool,
+    yes: bool,
+    users_dir: Path | None,
+) -> None:
+    """Make the cluster hold exactly the plan, as a principal that may change ACLs (the
+    stack's `admin`): add what is missing, remove what cdcbox granted and the plan no longer
+    holds; a grant cdcbox did not create is reported and kept."""
+    s = settings_of(ctx)
+    fleet = _fleet(s, path, consumers, connect_group)
+    planned = plan(fleet)
+    found = cluster.current(s.kafka(), planned)
+    if not dry_run:
+        if found.removable:
+            confirm(yes, f"remove {len(found.removable)} grants cdcbox made earlier?")
+        found = cluster.apply(s.kafka(), planned)
+    if users_dir is not None:
+        _users(s, fleet, users_dir, dry_run)
+    _report(found, dry_run)
+
+
+def _report(found: cluster.Reconciliation, dry_run: bool) -> None:
+    for sign, grants in (("+", found.missing), ("-", found.removable)):
+        for grant in grants:
+            click.echo(f"{sign} {grant}")
+    for grant in found.foreign:
+        click.echo(f"= {grant} (not granted by cdcbox: kept)")
+    verb = "would add" if dry_run else "added"
+    gone = "would remove" if dry_run else "removed"
+    click.echo(
+        f"{verb} {len(found.missing)}, {gone} {len(found.removable)}, "
+        f"kept {len(found.foreign)} not granted by cdcbox"
+    )
+
+
+def _users(s: Settings, fleet: Fleet, directory: Path, dry_run: bool) -> None:
+    """A SCRAM user for each planned principal that has none; an existing one keeps its
+    password. Passwords are written, never printed."""
+    wanted = [p.removeprefix("User:") for p in fleet.principals()]
+    with AclAdmin(s.kafka()) as admin:
+        missing = [u for u in wanted if u not in admin.scram_users()]
+        for user in missing:
+            if dry_run:
+                click.echo(f"would create SCRAM user {user}")
+                continue
+            password_file = directory / f"kafka-{user}.password"
+            if not password_file.exists():
+                write_private(password_file, secrets.token_urlsafe(24) + "\n")
+            admin.upsert_scram_user(user, password_file.read_text().strip(), MECHANISM)
+            click.echo(f"created SCRAM user {user} (password in {password_file})")
+
+
+def _fleet(s: Settings, path: Path | None, consumers: Sequence[str], connect_group: str) -> Fleet:
+    loaded = specs.load_specs(path or resource_dir("connectors"), names=s.names)
+    handlers: dict[str, list[BaseHandler]] = {}
+    for entry in consumers:
+        service, sep, target = entry.partition("=")
+        if not sep or not service:
+            raise ConfigError(f"--consumer {entry!r}: expected SERVICE=module:Class")
+        handlers.setdefault(service, []).append(load_handler(target))
+    connect = ConnectRole(
+        group=connect_group,
+        storage_topics=tuple(f"{connect_group}-{t}" for t in ("configs", "offsets", "status")),
+    )
+    return fleet_from(loaded, handlers, connect)
