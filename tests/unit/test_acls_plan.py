@@ -69,9 +69,7 @@ def test_connect_gets_the_transactional_ids_kip_618_documents() -> None:
 
 def test_only_the_supervisor_may_abort_transactions_and_nobody_may_change_acls() -> None:
     grants = plan(FLEET_ROLES)
-    assert {g.principal for g in grants if g.operation == "CLUSTER_ACTION"} == {
-        user("supervisor")
-    }
+    assert {g.principal for g in grants if g.operation == "CLUSTER_ACTION"} == {user("supervisor")}
     assert not [g for g in grants if g.resource == "CLUSTER" and g.operation == "ALTER"]
 
 
