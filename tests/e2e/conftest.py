@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,10 +18,15 @@ import yaml
 from psycopg.types.json import Jsonb
 
 from cdcbox.connect.client import ConnectClient
+from cdcbox.connect.connectors import apply, load_specs
 from cdcbox.consumer import AsyncHandler, Consumer, ConsumerConfig, ConsumerStats, Event, Handler
+from cdcbox.migrate import migrate
 from cdcbox.resources import resource_dir
+from cdcbox.stack import runner
+from cdcbox.stack.config import Ports, StackConfig
 from cdcbox.stack.endpoints import Endpoints
-from tests.helpers import drop_slot_once_released, unique
+from cdcbox.stack.secrets import read_password_properties
+from tests.helpers import drop_slot_once_released, free_ports, unique
 
 EFFECTS_DDL = """
 CREATE TABLE IF NOT EXISTS e2e_effect (
@@ -220,3 +227,45 @@ def spec_file(tmp_path: Path, stack: Endpoints, connect_client: ConnectClient) -
         if connect_client.config(name) is not None:
             connect_client.delete(name)
         drop_slot_once_released(stack.dsn, slot)
+
+
+@pytest.fixture(scope="session")
+def secured(
+    native_stack: StackConfig, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[StackConfig, Endpoints]]:
+    """A secured stack (`stack up --secure`: SASL_SSL, TLS, an authorizer) beside the
+    session's, sharing its jar cache, its connector applied; purged afterwards."""
+    postgres, kafka, controller, connect, registry, management = free_ports(6)
+    config = dataclasses.replace(
+        native_stack,
+        state_dir=tmp_path_factory.mktemp("secured"),
+        # Free ports, not fixed ones: these lie in the ephemeral range, where a client
+        # connection of the busy session stack may hold one and fail Kafka's bind. Every
+        # port is its own, the registry's too: two stacks side by side (issue 53).
+        ports=Ports(
+            postgres=postgres,
+            kafka=kafka,
+            controller=controller,
+            connect=connect,
+            registry=registry,
+            registry_management=management,
+        ),
+        secure=True,
+        with_metrics=False,  # its ports are the session stack's
+        with_supervisor=False,  # so is the supervisor's
+        kafka_heap_mb=512,
+        connect_heap_mb=768,
+    )
+    try:  # `down` also when `up` fails midway: what it started must not outlive the test
+        endpoints = runner.up(config, "native")
+        env = {**os.environ, **endpoints.as_env()}
+        with psycopg.connect(endpoints.dsn, passfile=endpoints.pgpassfile) as conn:
+            migrate(
+                conn,
+                debezium_password=read_password_properties(Path(endpoints.debezium_password_file)),
+            )
+        for spec in load_specs(resource_dir("connectors"), env=env):
+            apply(ConnectClient(endpoints.connect_url, auth=endpoints.connect_auth()), spec)
+        yield config, endpoints
+    finally:
+        runner.down(config, purge=True)

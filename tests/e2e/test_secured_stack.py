@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -18,64 +16,18 @@ import pytest
 import requests
 
 from cdcbox.connect.client import ConnectClient
-from cdcbox.connect.connectors import apply, load_specs
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome
 from cdcbox.errors import CdcboxError
 from cdcbox.kafka.client import Admin, KafkaSettings
 from cdcbox.kafka.security import KafkaSecurity, Secret
-from cdcbox.migrate import migrate
 from cdcbox.producer.outbox import NewEvent, Outbox
-from cdcbox.resources import resource_dir
-from cdcbox.stack import runner
-from cdcbox.stack.config import Ports, StackConfig
+from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
-from cdcbox.stack.secrets import read_password_properties
 from cdcbox.stack.tls import StackTls
 from cdcbox.testing import read_topic
-from tests.helpers import free_ports, unique
+from tests.helpers import unique
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def secured(
-    native_stack: StackConfig, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[StackConfig, Endpoints]]:
-    """A secured stack beside the session's, sharing its jar cache; purged afterwards."""
-    postgres, kafka, controller, connect, registry, management = free_ports(6)
-    config = dataclasses.replace(
-        native_stack,
-        state_dir=tmp_path_factory.mktemp("secured"),
-        # Free ports, not fixed ones: these lie in the ephemeral range, where a client
-        # connection of the busy session stack may hold one and fail Kafka's bind. Every
-        # port is its own, the registry's too: two stacks side by side (issue 53).
-        ports=Ports(
-            postgres=postgres,
-            kafka=kafka,
-            controller=controller,
-            connect=connect,
-            registry=registry,
-            registry_management=management,
-        ),
-        secure=True,
-        with_metrics=False,  # its ports are the session stack's
-        with_supervisor=False,  # so is the supervisor's
-        kafka_heap_mb=512,
-        connect_heap_mb=768,
-    )
-    try:  # `down` also when `up` fails midway: what it started must not outlive the test
-        endpoints = runner.up(config, "native")
-        env = {**os.environ, **endpoints.as_env()}
-        with psycopg.connect(endpoints.dsn, passfile=endpoints.pgpassfile) as conn:
-            migrate(
-                conn,
-                debezium_password=read_password_properties(Path(endpoints.debezium_password_file)),
-            )
-        for spec in load_specs(resource_dir("connectors"), env=env):
-            apply(ConnectClient(endpoints.connect_url, auth=endpoints.connect_auth()), spec)
-        yield config, endpoints
-    finally:
-        runner.down(config, purge=True)
 
 
 def kafka(config: StackConfig, security: KafkaSecurity) -> KafkaSettings:
