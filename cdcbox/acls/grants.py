@@ -44,9 +44,14 @@ class Grant:
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "permission": "ALLOW", "host": "*"}
 
-    def __str__(self) -> str:
+    @property
+    def what(self) -> str:
+        """The operation and the resource (a prefix ends in `*`)."""
         prefixed = "*" if self.pattern == "PREFIXED" else ""
-        return f"{self.principal} {self.operation} {self.resource}:{self.name}{prefixed}"
+        return f"{self.operation} {self.resource}:{self.name}{prefixed}"
+
+    def __str__(self) -> str:
+        return f"{self.principal} {self.what}"
 
 
 def user(name: str) -> str:

@@ -61,7 +61,7 @@ def plan_command(
     as_json: bool,
 ) -> None:
     """Print the grants each principal needs (nothing is sent to Kafka)."""
-    fleet = _fleet(settings_of(ctx), path, consumers, connect_group)
+    fleet = fleet_of(settings_of(ctx), path, consumers, connect_group)
     grants = plan(fleet)
     if as_json:
         print_json({"principals": fleet.principals(), "grants": [g.as_dict() for g in grants]})
@@ -96,7 +96,7 @@ def apply_command(
     stack's `admin`): add what is missing, remove what cdcbox granted and the plan no longer
     holds; a grant cdcbox did not create is reported and kept."""
     s = settings_of(ctx)
-    fleet = _fleet(s, path, consumers, connect_group)
+    fleet = fleet_of(s, path, consumers, connect_group)
     planned = plan(fleet)
     found = cluster.current(s.kafka(), planned)
     if not dry_run:
@@ -139,7 +139,7 @@ def _users(s: Settings, fleet: Fleet, directory: Path, dry_run: bool) -> None:
             click.echo(f"created SCRAM user {user} (password in {password_file})")
 
 
-def _fleet(s: Settings, path: Path | None, consumers: Sequence[str], connect_group: str) -> Fleet:
+def fleet_of(s: Settings, path: Path | None, consumers: Sequence[str], connect_group: str) -> Fleet:
     loaded = specs.load_specs(path or resource_dir("connectors"), names=s.names)
     handlers: dict[str, list[BaseHandler]] = {}
     for entry in consumers:

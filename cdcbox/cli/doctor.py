@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 
+from cdcbox.acls.checks import acl_checks
+from cdcbox.acls.plan import plan
+from cdcbox.cli.acls import consumer_option, fleet_of, group_option
 from cdcbox.cli.common import json_option, print_json, print_table, settings
 from cdcbox.connect.connectors import load_specs
 from cdcbox.db import connect
@@ -35,6 +38,15 @@ from cdcbox.stack.config import StackVersions
     help="Seconds a RUNNING connector's slot is watched when it has WAL after it "
     "(the specs' heartbeat moves a healthy one every 10 s); 0: not watched.",
 )
+@click.option(
+    "--acls",
+    "check_acls",
+    is_flag=True,
+    help="Also check Kafka's ACLs against `acls plan` (the specs and --consumer): a "
+    "principal that lacks a grant its role needs, or holds more.",
+)
+@consumer_option
+@group_option
 @json_option
 @click.pass_context
 def doctor(
@@ -44,6 +56,9 @@ def doctor(
     max_retained_bytes: int,
     max_transaction_age: float,
     stuck_after: float,
+    check_acls: bool,
+    consumers: tuple[str, ...],
+    connect_group: str,
     as_json: bool,
 ) -> None:
     """Check everything a deployment needs before the first event; exit 1 if anything
@@ -82,6 +97,9 @@ def doctor(
         rows += [(service.name if service else "", c) for c in checks]
     if s.dsn and s.bootstrap_servers:
         rows.append(("", topic_names_check(s.kafka(), spec_topics(specs, s.dsn, s.names))))
+    if check_acls:
+        planned = plan(fleet_of(s, spec_path, consumers, connect_group))
+        rows += [("", c) for c in acl_checks(s.kafka(), planned)]
     labelled = any(service for service, _ in rows)
     if as_json:
         print_json([{**c.as_dict(), **({"service": n} if labelled else {})} for n, c in rows])

@@ -17,6 +17,7 @@ import pytest
 
 from cdcbox import wire
 from cdcbox.acls import cluster
+from cdcbox.acls.checks import acl_checks
 from cdcbox.acls.grants import Grant, user
 from cdcbox.acls.plan import ConsumerRole, Fleet, RelayRole, plan
 from cdcbox.consumer import Consumer, ConsumerConfig, Event, Handler, Outcome
@@ -250,3 +251,23 @@ def test_a_consumer_service_applies_connects_event_on_its_own_principal(
             "SELECT count(*) FROM least_privilege_effect WHERE event_id = %s", (event_id,)
         )
         assert applied.fetchone() == (1,)
+
+
+def test_doctor_reports_a_principal_lacking_a_grant_and_one_holding_more(roles: Roles) -> None:
+    planned = plan(roles.fleet)
+    lacking = next(
+        g for g in planned if g.principal == user(roles.mail.user) and g.resource == "GROUP"
+    )
+    extra = Grant(user(roles.relay.user), "TOPIC", roles.user_topic, "READ")
+    with AclAdmin(roles.admin) as admin:
+        admin.delete([cluster.row_of(lacking)])
+        admin.create([cluster.row_of(extra)])
+    try:
+        lines = {(c.name, c.detail) for c in acl_checks(roles.operator, planned) if not c.ok}
+        assert (f"kafka ACLs: {lacking.principal} lacks", lacking.what) in lines
+        assert (f"kafka ACLs: {extra.principal} holds more", extra.what) in lines
+    finally:
+        with AclAdmin(roles.admin) as admin:
+            admin.delete([cluster.row_of(extra)])
+        cluster.apply(roles.admin, planned)
+    assert not any("lacks" in c.name for c in acl_checks(roles.operator, planned))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cdcbox.acls.checks import judged
 from cdcbox.acls.cluster import reconcile
 from cdcbox.acls.derive import fleet_from
 from cdcbox.acls.grants import Grant, user
@@ -112,3 +113,19 @@ def test_the_fleet_derived_from_specs_names_each_services_topics() -> None:
         "outbox.event.payment",
         "outbox.event.stock",
     )
+
+
+def test_doctor_names_the_principal_the_resource_and_the_operation() -> None:
+    planned = plan(FLEET_ROLES)
+    lacking, extra = (
+        planned[0],
+        Grant(user("mail-consumer"), "TOPIC", "outbox.event.", "READ", "PREFIXED"),
+    )
+    stranger = Grant(user("analytics"), "TOPIC", "audit", "READ")
+    checks = judged(reconcile(planned, [*planned[1:], extra, stranger], planned), planned)
+    assert [(c.ok, c.name, c.detail) for c in checks] == [
+        (False, f"kafka ACLs: {lacking.principal} lacks", lacking.what),
+        (False, "kafka ACLs: User:mail-consumer holds more", "READ TOPIC:outbox.event.*"),
+    ]
+    (fine,) = judged(reconcile(planned, planned, planned), planned)
+    assert fine.ok
