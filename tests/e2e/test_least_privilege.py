@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import kafka
 import psycopg
 import pytest
 
@@ -26,6 +27,7 @@ from cdcbox.kafka.acls import AclAdmin
 from cdcbox.kafka.client import Admin, KafkaSettings, Producer, TopicPartition
 from cdcbox.kafka.client import Consumer as KafkaConsumer
 from cdcbox.kafka.security import KafkaSecurity, Secret
+from cdcbox.kafka.transactions import TransactionAdmin
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
@@ -271,3 +273,33 @@ def test_doctor_reports_a_principal_lacking_a_grant_and_one_holding_more(roles: 
             admin.delete([cluster.row_of(extra)])
         cluster.apply(roles.admin, planned)
     assert not any("lacks" in c.name for c in acl_checks(roles.operator, planned))
+
+
+def test_only_the_supervisor_may_abort_a_transaction_left_open(
+    secured: tuple[StackConfig, Endpoints], roles: Roles
+) -> None:
+    """A transaction Connect's principal opened on an outbox topic and left open: the
+    supervisor finds it and aborts it (ClusterAction); the operator is refused."""
+    config, _ = secured
+    tls = StackTls.of(config.state_dir)
+    connect = KafkaSettings(config.bootstrap_servers, security=tls.client("connect"))
+    supervisor = KafkaSettings(config.bootstrap_servers, security=tls.client("supervisor"))
+    topic = wire.topic_for(unique("held"))
+    with Admin(roles.operator) as admin:
+        admin.create_topics([topic])
+    producer = kafka.KafkaProducer(
+        **connect.options(), transactional_id=f"cdcbox-connect-{unique('held')}-0"
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, key=b"k", value=b"{}").get(timeout=30)
+        with TransactionAdmin(supervisor) as admin:
+            (held,) = admin.open_transactions([topic])
+        with TransactionAdmin(roles.operator) as admin:
+            _refused("ClusterAuthorizationFailedError", lambda: admin.abort(held))
+        with TransactionAdmin(supervisor) as admin:
+            admin.abort(held)
+            _eventually(lambda: admin.open_transactions([topic]) == [])
+    finally:
+        producer.close(timeout=5)
