@@ -24,8 +24,8 @@ from cdcbox.mariadb.session import open_session
 from cdcbox.producer.outbox import Outbox
 from cdcbox.resources import resource_dir
 from cdcbox.schema_registry import RegistryConfig, SchemaRegistry
-from consumer.demo import SKUS, until, write_orders
 from consumer.fleet import FLEET, INVENTORY, ORDERS
+from consumer.fleet_run import SKUS, until, write_orders
 from consumer.inventory import stock_up
 from consumer.orders import paid_or_reconciled, pay_every_order
 

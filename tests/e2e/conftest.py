@@ -229,16 +229,13 @@ def spec_file(tmp_path: Path, stack: Endpoints, connect_client: ConnectClient) -
         drop_slot_once_released(stack.dsn, slot)
 
 
-@pytest.fixture(scope="session")
-def secured(
-    native_stack: StackConfig, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[StackConfig, Endpoints]]:
+def secured_config(native_stack: StackConfig, state_dir: Path) -> StackConfig:
     """A secured stack (`stack up --secure`: SASL_SSL, TLS, an authorizer) beside the
-    session's, sharing its jar cache, its connector applied; purged afterwards."""
+    session's, sharing its jar cache."""
     postgres, kafka, controller, connect, registry, management = free_ports(6)
-    config = dataclasses.replace(
+    return dataclasses.replace(
         native_stack,
-        state_dir=tmp_path_factory.mktemp("secured"),
+        state_dir=state_dir,
         # Free ports, not fixed ones: these lie in the ephemeral range, where a client
         # connection of the busy session stack may hold one and fail Kafka's bind. Every
         # port is its own, the registry's too: two stacks side by side (issue 53).
@@ -256,6 +253,14 @@ def secured(
         kafka_heap_mb=512,
         connect_heap_mb=768,
     )
+
+
+@pytest.fixture(scope="session")
+def secured(
+    native_stack: StackConfig, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[StackConfig, Endpoints]]:
+    """A secured stack (`secured_config`), its connector applied; purged afterwards."""
+    config = secured_config(native_stack, tmp_path_factory.mktemp("secured"))
     try:  # `down` also when `up` fails midway: what it started must not outlive the test
         endpoints = runner.up(config, "native")
         env = {**os.environ, **endpoints.as_env()}

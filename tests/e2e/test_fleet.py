@@ -26,8 +26,8 @@ from cdcbox.observe.exporter import metrics_of
 from cdcbox.observe.pipeline_state import ServiceDb, Sources, read_state
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
-from consumer.demo import run_fleet
 from consumer.fleet import FLEET, INVENTORY, ORDERS, fleet_specs, producing_specs
+from consumer.fleet_run import run_fleet
 from tests.helpers import database_session, drop_slot_once_released, eventually
 
 pytestmark = pytest.mark.e2e
