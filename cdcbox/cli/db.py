@@ -69,6 +69,12 @@ def db() -> None:
     "slot, as its connector will read them (overrides --schema and --slot).",
 )
 @only_option
+@click.option(
+    "--grant-to",
+    metavar="ROLE",
+    help="The service's own role (it must exist): cdcbox's tables of its schema and their "
+    "sequences, nothing else; a schema other than public is closed to PUBLIC.",
+)
 @click.pass_context
 def migrate_command(
     ctx: click.Context,
@@ -78,6 +84,7 @@ def migrate_command(
     no_slot: bool,
     service_spec: Path | None,
     only: str | None,
+    grant_to: str | None,
 ) -> None:
     """Apply pending migrations (idempotent; safe to run concurrently)."""
     parts = _parts(only)
@@ -99,6 +106,7 @@ def migrate_command(
             debezium_password=password if producing else None,
             slot=slot if slotted else None,
             limits=s.limits,
+            grant_to=grant_to,
         )
     )
     if migrated.created_schema:

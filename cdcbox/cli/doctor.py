@@ -47,6 +47,12 @@ from cdcbox.stack.config import StackVersions
 )
 @consumer_option
 @group_option
+@click.option(
+    "--service-role",
+    metavar="ROLE",
+    help="Check the service's own database role: cdcbox's tables of its schema, and no "
+    "table of another schema it may read.",
+)
 @json_option
 @click.pass_context
 def doctor(
@@ -59,6 +65,7 @@ def doctor(
     check_acls: bool,
     consumers: tuple[str, ...],
     connect_group: str,
+    service_role: str | None,
     as_json: bool,
 ) -> None:
     """Check everything a deployment needs before the first event; exit 1 if anything
@@ -88,6 +95,7 @@ def doctor(
                     limits=s.limits,
                     max_transaction_age_s=max_transaction_age,
                     stuck_after_s=stuck_after,
+                    service_role=service_role,
                 ),
                 list(topics) if first else [],
             )

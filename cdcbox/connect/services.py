@@ -4,9 +4,10 @@ its connector's names derived so that no two services can collide.
 A service spec names the service, its database and schema, and the connector spec it
 instantiates (`base`); everything that must differ between services is derived from
 its name and schema — the connector, the replication slot (cluster-wide), the
-publication (per database: the schema's), the outbox table and Debezium's topic prefix
-— and wins over the `CDCBOX_*` variables the base spec reads, which still supply the
-rest (hosts, secrets). `load_specs` refuses two specs that would share any of them.
+publication (per database: the schema's), the outbox table, Debezium's topic prefix and
+its database role (which may read this service's outbox only) — and wins over the
+`CDCBOX_*` variables the base spec reads, which still supply the rest (hosts, secrets).
+`load_specs` refuses two specs that would share any of them.
 """
 
 from __future__ import annotations
@@ -41,7 +42,13 @@ class Service:
 
     @property
     def names(self) -> DbNames:
-        return DbNames(schema=self.schema)
+        """Its tables in its schema, and a Debezium role of its own: a role may read only
+        the outbox of the one service it publishes."""
+        return DbNames(schema=self.schema, debezium_role=self.debezium_role)
+
+    @property
+    def debezium_role(self) -> str:
+        return f"cdcbox_debezium_{self.name}"
 
     @property
     def connector(self) -> str:
@@ -64,6 +71,7 @@ class Service:
             "CDCBOX_MESSAGE_PREFIX": self.names.message_prefix,
             "CDCBOX_OUTBOX_TABLE": self.names.outbox_qualified,
             "CDCBOX_TOPIC_PREFIX": self.topic_prefix,
+            "CDCBOX_DEBEZIUM_ROLE": self.debezium_role,
         }
         if self.database:
             derived["CDCBOX_CONNECT_DB_NAME"] = self.database

@@ -65,6 +65,8 @@ class MariaDbDatabase:
         return MariaDbRelayDatabase(self.dsn, names, lease_check)
 
     def migrate(self, migration: Migration) -> Migrated:
+        if migration.grant_to:
+            raise UsageError("--grant-to grants PostgreSQL roles; on MariaDB, GRANT yourself")
         return Migrated(migrate_dsn(self.dsn, migration.names, migration.relay, migration.parts))
 
     def _ping(self) -> str | None:

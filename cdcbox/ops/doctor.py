@@ -26,6 +26,7 @@ from cdcbox.ops.message_checks import (
     reads_messages,
     refuse_unpublishable_messages,
 )
+from cdcbox.ops.role_checks import debezium_role_check, service_role_check
 from cdcbox.ops.slots import slot_status
 from cdcbox.ops.stall_checks import progress_check, transaction_checks
 from cdcbox.replication import publication_covers
@@ -49,6 +50,8 @@ class DoctorInputs:
     # not watched).
     max_transaction_age_s: float = 60.0
     stuck_after_s: float = 20.0
+    # The service's own database role (`db migrate --grant-to`), checked when given.
+    service_role: str | None = None
 
 
 def _column_types(conn: psycopg.Connection[Any], names: DbNames) -> dict[str, str]:
@@ -73,7 +76,7 @@ def database_checks(
         return [
             _wal_level(conn),
             *_replication_capacity(conn, slot),
-            _debezium_role(conn, role, names, needs_select=not messages),
+            debezium_role_check(conn, role, names, needs_select=not messages),
             messages_outbox_check(conn, config, names)
             if messages
             else _publication(conn, config, names),
@@ -141,28 +144,6 @@ def _replication_capacity(conn: psycopg.Connection[Any], slot: str) -> list[Chec
             "raise max_wal_senders",
         ),
     ]
-
-
-def _debezium_role(
-    conn: psycopg.Connection[Any], role: str, names: DbNames, needs_select: bool = True
-) -> Check:
-    rights = conn.execute(
-        "SELECT r.rolreplication, r.rolcanlogin, has_table_privilege(r.rolname, %s, "
-        "'SELECT') FROM pg_roles r WHERE r.rolname = %s",
-        (names.outbox_qualified, role),
-    ).fetchone()
-    detail = (
-        "missing"
-        if rights is None
-        else f"replication={rights[0]} login={rights[1]} select={rights[2]}"
-    )
-    return Check(
-        "debezium role",
-        rights is not None and rights[:2] == (True, True) and (rights[2] or not needs_select),
-        f"{role}: {detail}",
-        "run `cdc-ctl db migrate` (it creates the role with LOGIN REPLICATION and "
-        "SELECT on the outbox)",
-    )
 
 
 def _publication(conn: psycopg.Connection[Any], config: dict[str, str], names: DbNames) -> Check:
@@ -299,6 +280,13 @@ def run_checks(inputs: DoctorInputs, topics: list[str]) -> list[Check]:
             lambda: [relay_wakeup_check(conn, inputs.names)],
             "check --dsn / CDCBOX_DSN",
         )
+        if inputs.service_role:
+            role = inputs.service_role
+            guarded(
+                "service role",
+                lambda: [service_role_check(conn, inputs.names, role)],
+                "check --dsn / CDCBOX_DSN",
+            )
     if inputs.connect is not None:
         client = inputs.connect
         guarded(

@@ -26,6 +26,7 @@ from cdcbox.postgres.inbox import Inbox
 from cdcbox.postgres.parking import Parking
 from cdcbox.postgres.reconciliation import Reconciliation
 from cdcbox.postgres.relay_store import PostgresRelayDatabase
+from cdcbox.postgres.service_role import grant_service_role
 from cdcbox.postgres.version_guard import VersionGuard
 from cdcbox.producer.outbox import Outbox
 from cdcbox.seam.database import ConsumerState, Migrated, Migration
@@ -82,6 +83,9 @@ class PostgresDatabase:
                 limits=migration.limits,
                 parts=migration.parts,
             )
+            if migration.grant_to:
+                with conn.transaction():
+                    grant_service_role(conn, migration.names, migration.grant_to)
         return Migrated(applied, created_schema=created)
 
     def _ping(self) -> str | None:

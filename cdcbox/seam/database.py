@@ -36,8 +36,8 @@ class ConsumerState:
 @dataclass(frozen=True)
 class Migration:
     """What `db migrate` asks for: the tables of `parts` in `names`, for `relay`
-    (None: the database's default), with the Debezium role's password and the slot
-    where the relay reads the WAL."""
+    (None: the database's default), with the Debezium role's password, the slot where
+    the relay reads the WAL, and the service's own role to grant the tables to."""
 
     names: DbNames = DbNames()
     relay: RelayMode | None = None
@@ -45,6 +45,7 @@ class Migration:
     debezium_password: str | None = None
     slot: str | None = None
     limits: EventLimits = EventLimits()
+    grant_to: str | None = None
 
 
 @dataclass(frozen=True)
