@@ -86,8 +86,20 @@ def _stringify(value: Any) -> str:
 def _read(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+    except OSError as e:
         raise SpecError(f"{path}: cannot read connector spec: {e}") from e
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: cannot read connector spec: {_yaml_problem(e)}") from e
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's report in one line: the problem and where (its own spans several, with
+    the offending text and a caret)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        context = f"{error.context}; " if error.context else ""
+        return f"{context}{error.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(error).split())
 
 
 def render(path: Path, env: Mapping[str, str]) -> ConnectorSpec:

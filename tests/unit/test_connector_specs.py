@@ -130,3 +130,14 @@ def test_an_inline_pem_key_is_a_secret() -> None:
         redact({"consumer.override.ssl.key.password": "x"})["consumer.override.ssl.key.password"]
         == REDACTED
     )
+
+
+def test_a_spec_that_is_not_yaml_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A YAML syntax error names the file, the line and the column, on one line (it
+    printed PyYAML's eight-line report before)."""
+    path = write(tmp_path, "name: x\nconfig: {connector.class: C, database.hostname: ${NOPE}}\n")
+    with pytest.raises(SpecError) as refused:
+        load_specs(path, ENV)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"{path}: cannot read connector spec" in message and "line 2" in message
