@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from cdcbox.cli.acls import consumer_option, group_option
 from cdcbox.cli.common import (
     confirm,
     dry_run_option,
@@ -17,6 +18,7 @@ from cdcbox.cli.common import (
     yes_option,
 )
 from cdcbox.cli.common import settings as settings_of
+from cdcbox.cli.strimzi import emit_options, emit_strimzi
 from cdcbox.connect import connectors as specs
 from cdcbox.connect.offsets import delete_forgetting_offsets
 from cdcbox.errors import UsageError
@@ -34,12 +36,34 @@ def _path(path: Path | None) -> Path:
 @click.command("apply")
 @spec_path
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for RUNNING.")
+@emit_options
+@consumer_option
+@group_option
+@json_option
 @click.pass_context
-def apply_command(ctx: click.Context, path: Path | None, timeout: float) -> None:
-    """Validate, diff and upsert connector specs, then wait until they run."""
+def apply_command(
+    ctx: click.Context,
+    path: Path | None,
+    timeout: float,
+    emit: str | None,
+    out: Path | None,
+    kafka_cluster: str,
+    namespace: str,
+    image: str | None,
+    consumers: tuple[str, ...],
+    connect_group: str,
+    as_json: bool,
+) -> None:
+    """Validate, diff and upsert connector specs, then wait until they run; or, with
+    --emit strimzi, write them as Strimzi resources (--consumer adds each consuming
+    service's KafkaUser and dead-letter topics)."""
     s = settings_of(ctx)
-    connect_client = s.connect_client()
     loaded = specs.load_specs(_path(path), names=s.names)
+    if emit is not None:
+        options = {"kafka_cluster": kafka_cluster, "namespace": namespace, "image": image}
+        emit_strimzi(s, path, loaded, consumers, connect_group, options, out, as_json)
+        return
+    connect_client = s.connect_client()
     if s.dsn and s.bootstrap_servers:
         refuse_colliding_topics(s.kafka(), spec_topics(loaded, s.dsn, s.names))
     for spec in loaded:

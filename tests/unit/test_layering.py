@@ -32,6 +32,7 @@ ENTRY_POINTS = {"pytest_plugin": "testing"}
 LAYERS = {
     "cli": 3, "testing": 3,
     "consumer": 2, "relay": 2, "ops": 2, "observe": 2, "stack": 2, "acls": 2,
+    "strimzi": 2,
     "producer": 1, "kafka": 1, "connect": 1, "telemetry": 1,
     "seam": 1, "postgres": 1, "mariadb": 1, "databases": 1,
 }  # fmt: skip
