@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -62,14 +63,7 @@ def test_a_services_debezium_role_reads_its_outbox_only(
         ).fetchone()
         assert readable == (False,)
         # The safeguard off: the role may read b's inbox too, and doctor says so.
-        conn.execute(
-            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}; GRANT SELECT ON {} TO {}").format(
-                sql.Identifier(b.schema),
-                sql.Identifier(a.debezium_role),
-                sql.Identifier(b.schema, b.names.inbox),
-                sql.Identifier(a.debezium_role),
-            )
-        )
+        _grant_inbox(conn, b, a.debezium_role)
         leaked = debezium_role_check(conn, a.debezium_role, a.names)
         assert not leaked.ok
         assert f"{b.schema}.{b.names.inbox}" in leaked.detail
@@ -94,13 +88,18 @@ def test_a_services_role_uses_its_tables_and_cannot_read_anothers(
             )
     with psycopg.connect(database) as conn:
         assert service_role_check(conn, a.names, a.name).ok
-        conn.execute(
-            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}; GRANT SELECT ON {} TO {}").format(
-                sql.Identifier(b.schema),
-                sql.Identifier(a.name),
-                sql.Identifier(b.schema, b.names.inbox),
-                sql.Identifier(a.name),
-            )
-        )
+        _grant_inbox(conn, b, a.name)
         wider = service_role_check(conn, a.names, a.name)
         assert not wider.ok and f"{b.schema}.{b.names.inbox}" in wider.detail
+
+
+def _grant_inbox(conn: psycopg.Connection[Any], owner: Service, role: str) -> None:
+    """A grant beyond: `role` may read `owner`'s inbox."""
+    conn.execute(
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}; GRANT SELECT ON {} TO {}").format(
+            sql.Identifier(owner.schema),
+            sql.Identifier(role),
+            sql.Identifier(owner.schema, owner.names.inbox),
+            sql.Identifier(role),
+        )
+    )
