@@ -4,7 +4,6 @@ services' handlers (`--consumer SERVICE=module:Class`, repeated)."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,16 +12,15 @@ import click
 from cdcbox.acls import cluster
 from cdcbox.acls.derive import fleet_from
 from cdcbox.acls.plan import ConnectRole, Fleet, plan
+from cdcbox.acls.users import ensure_users
 from cdcbox.cli.common import Settings, confirm, print_json
 from cdcbox.cli.common import settings as settings_of
 from cdcbox.cli.consume import load_handler
 from cdcbox.connect import connectors as specs
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import ConfigError
-from cdcbox.kafka.acls import AclAdmin
 from cdcbox.resources import resource_dir
 from cdcbox.stack.connect_worker import GROUP
-from cdcbox.stack.secrets import write_private
 from cdcbox.stack.tls import MECHANISM
 
 spec_path = click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
@@ -123,23 +121,17 @@ def _report(found: cluster.Reconciliation, dry_run: bool) -> None:
 
 
 def _users(s: Settings, fleet: Fleet, directory: Path, dry_run: bool) -> None:
-    """A SCRAM user for each planned principal that has none; an existing one keeps its
-    password. Passwords are written, never printed."""
     wanted = [p.removeprefix("User:") for p in fleet.principals()]
-    with AclAdmin(s.kafka()) as admin:
-        missing = [u for u in wanted if u not in admin.scram_users()]
-        for user in missing:
-            if dry_run:
-                click.echo(f"would create SCRAM user {user}")
-                continue
-            password_file = directory / f"kafka-{user}.password"
-            if not password_file.exists():
-                write_private(password_file, secrets.token_urlsafe(24) + "\n")
-            admin.upsert_scram_user(user, password_file.read_text().strip(), MECHANISM)
-            click.echo(f"created SCRAM user {user} (password in {password_file})")
+    for made in ensure_users(s.kafka(), wanted, directory, MECHANISM, dry_run):
+        if made.password_file is None:
+            click.echo(f"would create SCRAM user {made.user}")
+        else:
+            click.echo(f"created SCRAM user {made.user} (password in {made.password_file})")
 
 
 def fleet_of(s: Settings, path: Path | None, consumers: Sequence[str], connect_group: str) -> Fleet:
+    """The roles of the specs at `path` (`connectors/` by default) and of the
+    `--consumer SERVICE=module:Class` entries."""
     loaded = specs.load_specs(path or resource_dir("connectors"), names=s.names)
     handlers: dict[str, list[BaseHandler]] = {}
     for entry in consumers:
