@@ -16,10 +16,20 @@ def migrated_schema(
     mode: RelayMode = "polling",
     slot: str | None = None,
     limits: EventLimits = EventLimits(),
+    debezium_password: str | None = None,
 ) -> DbNames:
-    """Create `names.schema` and migrate cdcbox's tables into it; returns `names`."""
+    """Create `names.schema` and migrate cdcbox's tables into it; returns `names`.
+    `debezium_password`: set on `names.debezium_role` (a service's own role needs it
+    before its connector can log in)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(names.schema)))
     with psycopg.connect(dsn) as conn:
-        migrate(conn, names=names, mode=mode, slot=slot, limits=limits)
+        migrate(
+            conn,
+            names=names,
+            mode=mode,
+            slot=slot,
+            limits=limits,
+            debezium_password=debezium_password,
+        )
     return names

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,6 +24,7 @@ from cdcbox.producer.outbox import ISO_FORMAT, NewEvent, event_row
 from cdcbox.replication import ensure_slot
 from cdcbox.resources import resource_dir
 from cdcbox.stack.endpoints import Endpoints
+from cdcbox.stack.secrets import read_password_properties
 from tests.helpers import drop_slot_once_released, migrated_schema, unique
 
 SPEC = resource_dir("connectors") / "messages" / "outbox-messages.yaml"
@@ -58,7 +60,12 @@ def messages_outbox(stack: Endpoints, client: ConnectClient) -> Iterator[Message
     """Migrated, its business table made, its connector RUNNING; all removed after."""
     schema = unique("msg")
     service = Service(schema, schema=schema)
-    names = migrated_schema(stack.dsn, DbNames(schema=schema), "messages", service.slot)
+    # Migrated as the service its spec declares: its own Debezium role, with the password
+    # the worker reads.
+    password = read_password_properties(Path(stack.debezium_password_file))
+    names = migrated_schema(
+        stack.dsn, service.names, "messages", service.slot, debezium_password=password
+    )
     with psycopg.connect(stack.dsn, autocommit=True) as conn:
         conn.execute(
             sql.SQL(
@@ -79,6 +86,8 @@ def messages_outbox(stack: Endpoints, client: ConnectClient) -> Iterator[Message
             conn.execute(
                 sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(names.publication))
             )
+            role = sql.Identifier(names.debezium_role)
+            conn.execute(sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(role, role))
 
 
 def record_business(conn: psycopg.Connection[Any], names: DbNames, event: NewEvent, n: int) -> None:
