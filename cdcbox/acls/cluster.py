@@ -16,7 +16,7 @@ from typing import cast
 from cdcbox.acls.grants import Grant, Operation, Pattern, Resource
 from cdcbox.kafka.acls import AclAdmin, AclRow
 from cdcbox.kafka.base import KafkaSettings
-from cdcbox.kafka.client import Consumer, Producer, TopicPartition
+from cdcbox.kafka.client import Admin, Consumer, Producer, TopicPartition
 
 LEDGER = "_cdcbox-acls"
 
@@ -57,28 +57,34 @@ def current(settings: KafkaSettings, planned: Sequence[Grant]) -> Reconciliation
     return reconcile(planned, held, read_ledger(settings))
 
 
-def apply(settings: KafkaSettings, planned: Sequence[Grant]) -> Reconciliation:
-    """Add the missing grants and remove the removable ones, recording both in the
-    ledger before the cluster changes (a grant recorded but never made is only retried).
-    Idempotent: a second call finds nothing to do. Returns what it found."""
+def apply(settings: KafkaSettings, planned: Sequence[Grant], remove: bool = True) -> Reconciliation:
+    """Add the missing grants and (unless not `remove`) remove the removable ones,
+    recording both in the ledger before the cluster changes (a grant recorded but never
+    made is only retried). Idempotent: a second call finds nothing to do. Returns what it
+    found. Without `remove` a partial plan adds what it holds and takes nothing back (the
+    stack's own roles at every start: a deployment's `acls apply` granted the rest)."""
     found = current(settings, planned)
-    if found.matches:
+    removing = found.removable if remove else []
+    if not (found.missing or removing):
         return found
     with AclAdmin(settings) as admin:
         admin.create_topics([LEDGER], configs={LEDGER: {"cleanup.policy": "compact"}})
         _record(settings, added=found.missing, removed=[])
         admin.create([row_of(g) for g in found.missing])
-        admin.delete([row_of(g) for g in found.removable])
-    _record(settings, added=[], removed=found.removable)
+        admin.delete([row_of(g) for g in removing])
+    _record(settings, added=[], removed=removing)
     return found
 
 
 def read_ledger(settings: KafkaSettings) -> set[Grant]:
     """The grants cdcbox created and has not removed (none before the first apply)."""
+    with Admin(settings) as admin:
+        # Asked first: a consumer's metadata request for a missing topic may create it
+        # (with the broker's defaults, not compacted).
+        if LEDGER not in admin.list_topics():
+            return set()
     consumer = Consumer(settings, group_id=None)
     try:
-        if not consumer.partitions_for_topic(LEDGER):
-            return set()
         partition = TopicPartition(LEDGER, 0)
         consumer.assign([partition])
         consumer.seek_to_beginning(partition)

@@ -3,7 +3,8 @@ nobody but the super users (the brokers' `admin`) may do anything they were not 
 `stack up` grants each of its roles (`cdcbox.acls.plan`) what it needs for the shipped
 connector specs, whatever connectors they turn out to be: Connect any connector of its
 worker group publishing any outbox topic. `cdc-ctl acls apply` with a deployment's
-specs and handlers narrows that, and adds each service's own principal."""
+specs and handlers narrows that, and adds each service's own principal; a later start
+changes nothing."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ def admin_settings(config: StackConfig) -> KafkaSettings:
     )
 
 
-def grant_roles(config: StackConfig) -> cluster.Reconciliation:
-    """Make the stack's roles' grants hold (idempotent: a restart finds them)."""
-    return cluster.apply(admin_settings(config), plan(STACK_FLEET))
+def grant_roles(config: StackConfig) -> cluster.Reconciliation | None:
+    """Grant the stack's roles at its first start (None afterwards: the ACLs live in the
+    cluster's metadata, and `acls apply` may have narrowed or widened them since, which a
+    restart must neither undo nor take back)."""
+    settings = admin_settings(config)
+    if cluster.read_ledger(settings):
+        return None
+    return cluster.apply(settings, plan(STACK_FLEET), remove=False)

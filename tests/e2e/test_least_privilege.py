@@ -31,7 +31,7 @@ from cdcbox.kafka.transactions import TransactionAdmin
 from cdcbox.producer.outbox import NewEvent, Outbox
 from cdcbox.stack.config import StackConfig
 from cdcbox.stack.endpoints import Endpoints
-from cdcbox.stack.grants import STACK_FLEET, admin_settings
+from cdcbox.stack.grants import STACK_FLEET, admin_settings, grant_roles
 from cdcbox.stack.tls import MECHANISM, StackTls
 from cdcbox.testing import read_topic
 from tests.helpers import unique
@@ -214,6 +214,8 @@ def test_acls_apply_is_idempotent_and_keeps_a_grant_it_did_not_make(roles: Roles
     assert by_hand in found.foreign
     with AclAdmin(roles.admin) as admin:
         assert cluster.row_of(by_hand) in admin.list_allowed()  # kept
+        (ledger,) = admin.topic_configs([cluster.LEDGER]).values()
+    assert ledger["cleanup.policy"] == "compact"
 
 
 def test_a_consumer_service_applies_connects_event_on_its_own_principal(
@@ -303,3 +305,15 @@ def test_only_the_supervisor_may_abort_a_transaction_left_open(
             _eventually(lambda: admin.open_transactions([topic]) == [])
     finally:
         producer.close(timeout=5)
+
+
+def test_a_stack_restart_keeps_the_grants_acls_apply_made(
+    secured: tuple[StackConfig, Endpoints], roles: Roles
+) -> None:
+    """`stack up` grants the stack's roles on every start; it must not take back what
+    `acls apply` granted the services since (they are in the same ledger)."""
+    config, _ = secured
+    grant_roles(config)  # what a restart of the stack does
+    with AclAdmin(roles.admin) as admin:
+        held = admin.list_allowed()
+    assert [g for g in plan(roles.fleet) if cluster.row_of(g) not in held] == []
