@@ -9,6 +9,7 @@ A rate pgbench did not reach gets no latency: only what was offered is reported.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from pathlib import Path
@@ -21,10 +22,12 @@ from bench import loadgen
 from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses, machine_busy_s
 from bench.stats import percentiles
 from cdcbox import wire
+from cdcbox.connect.services import Service
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.topics import ensure_topics
 from cdcbox.migrate import RelayMode, migrate
 from cdcbox.names import DbNames
+from cdcbox.stack.secrets import read_password_properties
 
 
 def events_per_tx(rate: float) -> int:
@@ -101,6 +104,18 @@ def own_schema(dsn: str, prefix: str, mode: RelayMode, slot: str | None = None) 
     with psycopg.connect(dsn) as conn:
         migrate(conn, names=names, mode=mode, slot=slot)
     return names
+
+
+def service_schema(dsn: str, service: Service, mode: RelayMode, slot: str | None = None) -> DbNames:
+    """`service`'s schema made and migrated as `db migrate --service` does: its own
+    Debezium role, with the password the worker reads (`stack env`'s file)."""
+    password_file = os.environ.get("CDCBOX_DEBEZIUM_PASSWORD_FILE")
+    password = read_password_properties(Path(password_file)) if password_file else None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(service.schema)))
+    with psycopg.connect(dsn) as conn:
+        migrate(conn, names=service.names, mode=mode, slot=slot, debezium_password=password)
+    return service.names
 
 
 def polling_schema(dsn: str) -> DbNames:

@@ -77,9 +77,10 @@ def _leg(
     """A schema migrated for CDC and a service connector on it (the shipped spec, with
     `overrides`), registered with the Connect group at `connect_url`; removed with its
     slot afterwards."""
-    names = e2e.own_schema(dsn, f"eos_{label}", "cdc")
     # A name of its own each run: Connect keeps a deleted connector's offsets.
-    service = Service(f"bench_{names.schema}", schema=names.schema)
+    schema = f"eos_{label}_{uuid.uuid4().hex[:8]}"
+    service = Service(f"bench_{schema}", schema=schema)
+    e2e.service_schema(dsn, service, "cdc")
     spec = render(
         resource_dir("connectors") / "outbox-postgres.yaml", {**os.environ, **service.variables()}
     )
@@ -91,7 +92,7 @@ def _leg(
     finally:
         client.delete(spec.name)
         drop_slot_when_released(dsn, service.slot)
-        e2e.drop_schema(dsn, names)
+        e2e.drop_schema(dsn, service.names)
 
 
 def drop_slot_when_released(dsn: str, slot: str, timeout_s: float = 60) -> None:

@@ -41,7 +41,7 @@ from cdcbox.connect.connectors import apply, render
 from cdcbox.connect.services import Service
 from cdcbox.kafka.client import KafkaSettings
 from cdcbox.kafka.topics import ensure_topics
-from cdcbox.migrate import RelayMode, migrate
+from cdcbox.migrate import RelayMode
 from cdcbox.names import DbNames
 from cdcbox.resources import resource_dir
 
@@ -116,11 +116,7 @@ def _leg(dsn: str, mode: str, client: ConnectClient) -> Iterator[Leg]:
     """A schema migrated for `mode`, its slot, and a connector of the shipped spec."""
     label = f"om_{mode[:3]}_{uuid.uuid4().hex[:6]}"
     service = Service(f"bench_{label}", schema=label)
-    names = DbNames(schema=label)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(label)))
-    with psycopg.connect(dsn) as conn:
-        migrate(conn, names=names, mode=MODES[mode], slot=service.slot)
+    e2e.service_schema(dsn, service, MODES[mode], service.slot)
     spec = render(resource_dir("connectors") / SPECS[mode], {**os.environ, **service.variables()})
     try:
         apply(client, spec, progress=lambda line: print(f"bench {mode}: {line}"))
@@ -128,7 +124,7 @@ def _leg(dsn: str, mode: str, client: ConnectClient) -> Iterator[Leg]:
     finally:
         client.delete(spec.name)
         drop_slot_when_released(dsn, service.slot)
-        e2e.drop_schema(dsn, names)
+        e2e.drop_schema(dsn, service.names)
 
 
 def fill_messages(dsn: str, names: DbNames, aggregate_type: str, events: int) -> None:
