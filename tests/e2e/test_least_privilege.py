@@ -7,7 +7,6 @@ that holds the grant, and by a consumer service applying an event Connect publis
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,7 @@ from cdcbox.stack.endpoints import Endpoints
 from cdcbox.stack.grants import STACK_FLEET, admin_settings, grant_roles
 from cdcbox.stack.tls import MECHANISM, StackTls
 from cdcbox.testing import read_topic
-from tests.helpers import unique
+from tests.helpers import eventually, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -82,7 +81,11 @@ def roles(secured: tuple[StackConfig, Endpoints]) -> Roles:
         return KafkaSettings(config.bootstrap_servers, request_timeout_ms=5000, security=security)
 
     for role in (billing, mail, relay):  # SCRAM users reach every listener's cache soon
-        _eventually(lambda r=role: _logs_in(login(r.user)))  # type: ignore[misc]
+        eventually(
+            lambda r=role: _logs_in(login(r.user)),  # type: ignore[misc]
+            timeout=30,
+            what=f"{role.user} logging in",
+        )
     return Roles(
         fleet,
         shop_topic,
@@ -103,13 +106,6 @@ def _logs_in(settings: KafkaSettings) -> bool:
         return True
     except CdcboxError:
         return False
-
-
-def _eventually(condition: Callable[[], bool], within_s: float = 30) -> None:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        assert time.monotonic() < deadline, "not within the deadline"
-        time.sleep(0.5)
 
 
 def _partitions(consumer: KafkaConsumer, topic: str) -> list[TopicPartition]:
@@ -302,7 +298,11 @@ def test_only_the_supervisor_may_abort_a_transaction_left_open(
             _refused("ClusterAuthorizationFailedError", lambda: admin.abort(held))
         with TransactionAdmin(supervisor) as admin:
             admin.abort(held)
-            _eventually(lambda: admin.open_transactions([topic]) == [])
+            eventually(
+                lambda: admin.open_transactions([topic]) == [],
+                timeout=30,
+                what="the transaction aborted",
+            )
     finally:
         producer.close(timeout=5)
 
