@@ -17,6 +17,7 @@ from cdcbox.cli.common import Settings, confirm, print_json
 from cdcbox.cli.common import settings as settings_of
 from cdcbox.cli.consume import load_handler
 from cdcbox.connect import connectors as specs
+from cdcbox.connect.connectors import ConnectorSpec
 from cdcbox.consumer.handler import BaseHandler
 from cdcbox.errors import ConfigError
 from cdcbox.resources import resource_dir
@@ -59,7 +60,7 @@ def plan_command(
     as_json: bool,
 ) -> None:
     """Print the grants each principal needs (nothing is sent to Kafka)."""
-    fleet = fleet_of(settings_of(ctx), path, consumers, connect_group)
+    fleet = fleet_of(load_specs(settings_of(ctx), path), consumers, connect_group)
     grants = plan(fleet)
     if as_json:
         print_json({"principals": fleet.principals(), "grants": [g.as_dict() for g in grants]})
@@ -94,7 +95,7 @@ def apply_command(
     stack's `admin`): add what is missing, remove what cdcbox granted and the plan no longer
     holds; a grant cdcbox did not create is reported and kept."""
     s = settings_of(ctx)
-    fleet = fleet_of(s, path, consumers, connect_group)
+    fleet = fleet_of(load_specs(s, path), consumers, connect_group)
     planned = plan(fleet)
     found = cluster.current(s.kafka(), planned)
     if not dry_run:
@@ -129,10 +130,16 @@ def _users(s: Settings, fleet: Fleet, directory: Path, dry_run: bool) -> None:
             click.echo(f"created SCRAM user {made.user} (password in {made.password_file})")
 
 
-def fleet_of(s: Settings, path: Path | None, consumers: Sequence[str], connect_group: str) -> Fleet:
-    """The roles of the specs at `path` (`connectors/` by default) and of the
-    `--consumer SERVICE=module:Class` entries."""
-    loaded = specs.load_specs(path or resource_dir("connectors"), names=s.names)
+def load_specs(s: Settings, path: Path | None) -> list[ConnectorSpec]:
+    """The specs at `path` (`connectors/` by default), as every command loads them."""
+    return specs.load_specs(path or resource_dir("connectors"), names=s.names)
+
+
+def fleet_of(
+    loaded: Sequence[ConnectorSpec], consumers: Sequence[str], connect_group: str
+) -> Fleet:
+    """The roles of the `loaded` specs and of the `--consumer SERVICE=module:Class`
+    entries."""
     handlers: dict[str, list[BaseHandler]] = {}
     for entry in consumers:
         service, sep, target = entry.partition("=")

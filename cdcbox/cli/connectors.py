@@ -60,8 +60,8 @@ def apply_command(
     s = settings_of(ctx)
     loaded = specs.load_specs(_path(path), names=s.names)
     if emit is not None:
-        options = {"kafka_cluster": kafka_cluster, "namespace": namespace, "image": image}
-        emit_strimzi(s, path, loaded, consumers, connect_group, options, out, as_json)
+        placement = (kafka_cluster, namespace, image)
+        emit_strimzi(s, loaded, consumers, connect_group, placement, out, as_json)
         return
     connect_client = s.connect_client()
     if s.dsn and s.bootstrap_servers:

@@ -106,7 +106,7 @@ def doctor(
     if s.dsn and s.bootstrap_servers:
         rows.append(("", topic_names_check(s.kafka(), spec_topics(specs, s.dsn, s.names))))
     if check_acls:
-        planned = plan(fleet_of(s, spec_path, consumers, connect_group))
+        planned = plan(fleet_of(specs, consumers, connect_group))
         rows += [("", c) for c in acl_checks(s.kafka(), planned)]
     labelled = any(service for service, _ in rows)
     if as_json:

@@ -58,27 +58,29 @@ def emit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def emit_strimzi(
     s: Settings,
-    path: Path | None,
     loaded: Sequence[ConnectorSpec],
     consumers: Sequence[str],
     connect_group: str,
-    options: dict[str, str | None],
+    placement: tuple[str, str, str | None],
     out: Path | None,
     as_json: bool,
 ) -> None:
-    """Write (or print as JSON) the resources of `loaded` and the `--consumer` services."""
+    """Write (or print as JSON) the resources of `loaded` and the `--consumer` services;
+    `placement`: the Kafka cluster's name, the Secrets' namespace, the image (None: named
+    after the pinned Debezium)."""
+    kafka_cluster, namespace, image = placement
     infra = resource_dir("infra")
     versions = StackVersions.load(infra / "versions.env")
     target = StrimziTarget(
-        kafka_cluster=options["kafka_cluster"] or "cdcbox",
-        namespace=options["namespace"] or "cdcbox",
-        image=options["image"] or f"cdcbox-connect:{versions.debezium}",
+        kafka_cluster=kafka_cluster,
+        namespace=namespace,
+        image=image or f"cdcbox-connect:{versions.debezium}",
         debezium_version=versions.debezium,
         worker=worker_properties("", "", 0, "", s.limits, group=connect_group),
         jmx_rules=(infra / "observability" / "jmx-exporter.yml").read_text(),
         limits=s.limits,
     )
-    found = resources(loaded, fleet_of(s, path, consumers, connect_group), target)
+    found = resources(loaded, fleet_of(loaded, consumers, connect_group), target)
     if as_json:
         print_json([resource for _, resource in found])
         return
