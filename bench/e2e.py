@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench import loadgen
+from bench import cores, loadgen
 from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses, machine_busy_s
 from bench.stats import percentiles
 from cdcbox import wire
@@ -53,6 +53,7 @@ def measure(
     consumer = ConsumerProcess(dsn, bootstrap, aggregate_type).start()
     with KafkaProbe(bootstrap, topic) as probe:
         started, busy_before = time.monotonic(), machine_busy_s()
+        by_role_before = cores.snapshot([consumer.pid])
         offered = loadgen.offer(
             dsn,
             pgbench,
@@ -64,6 +65,9 @@ def measure(
             messages=messages,
         )
         wrote, busy = time.monotonic(), machine_busy_s() - busy_before
+        by_role = cores.cores_between(
+            by_role_before, cores.snapshot([consumer.pid]), wrote - started
+        )
         result = consumer.finish(offered.events, timeout_s=120)
     applied_at = next((t for t, n in result["progress"] if n >= offered.events), None)
     reached = offered.reached and result["ended"] >= offered.events
@@ -82,6 +86,8 @@ def measure(
         # until it finished, and where its poll cycles went (records a cycle:
         # processed / cycles).
         "cores_busy": busy / (wrote - started),
+        # Which process held them (`bench.cores`): where a rate's ceiling is.
+        "cores_by_role": by_role,
         "consumer_cores": result["cpu_s"] / (time.monotonic() - started),
         "consumer_cycle": result["cycle"],
         "lag_samples_ms": result["lag_ms"] if reached else [],

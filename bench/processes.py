@@ -143,6 +143,12 @@ class ConsumerProcess:
             raise RuntimeError(f"consumer {self.group} was given no partitions in 90 s")
         return self
 
+    @property
+    def pid(self) -> int:
+        """The consumer's process id (after `start`)."""
+        pid: int = self._process.pid
+        return pid
+
     def finish(self, expected: int, timeout_s: float) -> dict[str, Any]:
         """Wait until `expected` events ended (any outcome), or `timeout_s`; its results."""
         self._commands.put((expected, timeout_s))

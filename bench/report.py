@@ -45,6 +45,8 @@ def section(source: Path) -> str:
         "",
         *tables.e2e(results),
         "",
+        *tables.cores(results),
+        "",
         *tables.exactly_once(results, sections.get("exactly_once")),
         "",
         *tables.relay(results, sections.get("relay")),

@@ -78,6 +78,28 @@ def e2e(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cores(results: dict[str, Any]) -> list[str]:
+    """Who held the machine's cores while pgbench wrote, per CDC rate (`bench.cores`)."""
+    runs = {a: r["cores_by_role"] for a, r in results["e2e"]["cdc"].items() if "cores_by_role" in r}
+    if not runs:
+        return ["Cores by process: not measured by this run."]
+    roles = sorted({role for by_role in runs.values() for role in by_role})
+    busiest = max(runs, key=float)
+    roles.sort(key=lambda role: -runs[busiest].get(role, 0.0))
+    return [
+        "Which process held the cores while pgbench wrote, CDC (cores, from `/proc`):",
+        "",
+        "| process | " + " | ".join(f"{_n(float(a))}/s" for a in runs) + " |",
+        "|---|" + "---:|" * len(runs),
+        *(
+            f"| {role} | "
+            + " | ".join(_n(by_role.get(role), 2) for by_role in runs.values())
+            + " |"
+            for role in roles
+        ),
+    ]
+
+
 def _cycle(run: dict[str, Any]) -> str:
     """A run's mean poll cycle (`bench.processes.cycle_ms`): records a cycle, then each
     part's mean; "—" for runs measured before the metric existed."""
