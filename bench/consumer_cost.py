@@ -3,7 +3,9 @@ pre-filled topic, each run in a process of its own (its rate and its peak RSS), 
 interleaved round by round (`bench.stats.interleaved`): every rate is the median of the
 rounds with min and max, every ratio the median of the rounds' ratios.
 
-(a) bare decode: poll, json-decode, commit offsets; (b) bare + the business write: (a)
+(a) bare decode: poll, json-decode, commit offsets, and (a') the same with confluent-kafka
+(librdkafka) instead of kafka-python: what the second client of issue 55's lever 2 could
+save at most on the poll side; (b) bare + the business write: (a)
 plus one `executemany` INSERT and COMMIT per poll batch, no inbox; (c) cdcbox, one
 transaction per record, with a plain `handle()` and (c') a `pipelined` one; (d) cdcbox
 batch mode, one transaction per poll batch, with the plain `handle()` users write and
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from confluent_kafka import Consumer as RdKafkaConsumer
 from kafka import KafkaConsumer, KafkaProducer
 
 from bench.handlers import EFFECT_DDL, EFFECT_INSERT, Style, effect_handler
@@ -107,6 +110,30 @@ def _bare(dsn: str, bootstrap: str, topic: str, count: int, write: bool) -> dict
     return {"records_per_s": count / elapsed}
 
 
+def _bare_confluent(dsn: str, bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    """(a') with confluent-kafka: batches of up to 500 as kafka-python's `poll` gives,
+    each decoded and then its offsets committed synchronously."""
+    consumer = RdKafkaConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bare-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen, start = 0, time.perf_counter()
+    while seen < count:
+        messages = consumer.consume(num_messages=500, timeout=0.5)
+        decoded = [json.loads(m.value() or b"") for m in messages if m.error() is None]
+        if decoded:
+            seen += len(decoded)
+            consumer.commit(asynchronous=False)
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return {"records_per_s": count / elapsed}
+
+
 def cdcbox_run(
     dsn: str,
     bootstrap: str,
@@ -150,6 +177,7 @@ RATIOS = (
         "bare_business_write",
     ),
     ("batch / per_record", "cdcbox_batch", "cdcbox_per_record"),
+    ("bare_decode_confluent / bare_decode", "bare_decode_confluent", "bare_decode"),
 )
 
 
@@ -167,6 +195,7 @@ def consumer_cost(dsn: str, bootstrap: str, count: int, rounds: int) -> dict[str
     runs = interleaved(
         {
             "bare_decode": child(_bare, False),
+            "bare_decode_confluent": child(_bare_confluent),
             "bare_business_write": child(_bare, True),
             "cdcbox_per_record": child(cdcbox_run, False, "plain"),
             "cdcbox_per_record_pipelined": child(cdcbox_run, False, "pipelined"),

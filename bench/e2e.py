@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 
 from bench import cores, loadgen
+from bench.handlers import Style
 from bench.processes import ConsumerProcess, KafkaProbe, RelayProcesses, machine_busy_s
 from bench.stats import percentiles
 from cdcbox import wire
@@ -45,12 +46,14 @@ def measure(
     rate: float,
     seconds: float,
     messages: bool = False,
+    style: Style = "plain",
 ) -> dict[str, Any]:
     """`rate` events/s for `seconds` into `schema`'s outbox (`messages`: the outbox
-    without a table), through to a cdcbox consumer process."""
+    without a table), through to a cdcbox consumer process whose handler is written in
+    `style`."""
     topic = wire.topic_for(aggregate_type)
     ensure_topics(KafkaSettings(bootstrap), [topic])
-    consumer = ConsumerProcess(dsn, bootstrap, aggregate_type).start()
+    consumer = ConsumerProcess(dsn, bootstrap, aggregate_type, style=style).start()
     with KafkaProbe(bootstrap, topic) as probe:
         started, busy_before = time.monotonic(), machine_busy_s()
         by_role_before = cores.snapshot([consumer.pid])
@@ -95,10 +98,10 @@ def measure(
 
 
 def cdc_at_rate(
-    dsn: str, bootstrap: str, pgbench: Path, rate: float, seconds: float
+    dsn: str, bootstrap: str, pgbench: Path, rate: float, seconds: float, style: Style = "plain"
 ) -> dict[str, Any]:
     aggregate_type = f"benchcdc{uuid.uuid4().hex[:6]}"
-    return measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds)
+    return measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds, style=style)
 
 
 def own_schema(dsn: str, prefix: str, mode: RelayMode, slot: str | None = None) -> DbNames:

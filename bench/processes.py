@@ -21,7 +21,7 @@ import psycopg
 from kafka import KafkaConsumer, TopicPartition
 
 from bench.bare_relay import bare_listen_relay
-from bench.handlers import EFFECT_DDL, effect_handler
+from bench.handlers import EFFECT_DDL, Style, effect_handler
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.consumer.metrics import ConsumerMetrics
 from cdcbox.event import decode
@@ -67,9 +67,14 @@ def peak_rss_mb() -> float:
 
 
 def _consumer_main(
-    commands: Any, results: Any, assigned: Any, config: ConsumerConfig, aggregate_type: str
+    commands: Any,
+    results: Any,
+    assigned: Any,
+    config: ConsumerConfig,
+    aggregate_type: str,
+    style: Style,
 ) -> None:
-    consumer = Consumer([effect_handler(config.group_id, aggregate_type)], config)
+    consumer = Consumer([effect_handler(config.group_id, aggregate_type, style)], config)
     runner = threading.Thread(target=consumer.run, daemon=True)
     runner.start()
     started = time.monotonic()
@@ -105,7 +110,8 @@ def _consumer_main(
 
 
 class ConsumerProcess:
-    """`cdc-ctl consume` in a child process, with the benchmark's effect handler."""
+    """`cdc-ctl consume` in a child process, with the benchmark's effect handler written
+    in `style`."""
 
     def __init__(
         self,
@@ -115,7 +121,9 @@ class ConsumerProcess:
         *,
         batch_mode: bool = True,
         group: str | None = None,
+        style: Style = "plain",
     ) -> None:
+        self._style = style
         self.group = group or f"bench-{aggregate_type}-{uuid.uuid4().hex[:6]}"
         self._config = ConsumerConfig(
             bootstrap_servers=bootstrap, dsn=dsn, group_id=self.group, batch_mode=batch_mode
@@ -136,6 +144,7 @@ class ConsumerProcess:
                 self._assigned,
                 self._config,
                 self._aggregate_type,
+                self._style,
             ),
         )
         self._process.start()

@@ -211,11 +211,17 @@ def e2e_ladder(
     z: Sizes,
     samples: dict[str, list[float]] | None = None,
 ) -> dict[str, dict[int, dict[str, Any]]]:
-    """End to end at each offered rate: CDC, the polling relay woken by NOTIFY, and once
-    without NOTIFY; each run's latency samples go to `samples` (for the plot)."""
+    """End to end at each offered rate: CDC (and at its top rate once more with the
+    handler's `handle_batch`: how much of the ceiling is the handler's statements), the
+    polling relay woken by NOTIFY, and once without NOTIFY; each run's latency samples go
+    to `samples` (for the plot)."""
     runs: dict[str, dict[int, dict[str, Any]]] = {"cdc": {}, "polling_notify": {}}
     for rate in z.cdc_rates:
         runs["cdc"][rate] = e2e.cdc_at_rate(dsn, bootstrap, pgbench, rate, z.seconds)
+    top = max(z.cdc_rates)
+    runs["cdc_handle_batch"] = {
+        top: e2e.cdc_at_rate(dsn, bootstrap, pgbench, top, z.seconds, style="handle_batch")
+    }
     for rate in z.polling_rates:
         runs["polling_notify"][rate] = e2e.polling_at_rate(
             dsn, bootstrap, pgbench, rate, z.seconds, listen=True
