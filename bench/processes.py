@@ -14,19 +14,21 @@ import signal
 import threading
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from kafka import KafkaConsumer, TopicPartition
+from confluent_kafka import Consumer as RdKafkaConsumer
+from confluent_kafka import TopicPartition as RdKafkaPartition
 
 from bench.bare_relay import bare_listen_relay
 from bench.handlers import EFFECT_DDL, Style, effect_handler
 from cdcbox.consumer import Consumer, ConsumerConfig, Outcome
 from cdcbox.consumer.metrics import ConsumerMetrics
-from cdcbox.event import decode
 from cdcbox.names import DbNames
 from cdcbox.relay import RelayConfig, RelayWorker
+from cdcbox.wire import HEADER_OCCURRED_AT
 
 FORK = multiprocessing.get_context("fork")
 _SAMPLE_S = 0.1
@@ -245,26 +247,38 @@ class RelayProcesses:
 
 
 class KafkaProbe:
-    """A bare kafka-python consumer timing each record from its `occurred_at` (commit
-    side) to its arrival here: the relay's leg (Debezium or the polling relay), without
-    the cdcbox consumer. Runs in a thread of the benchmark process, which is idle
-    while pgbench writes."""
+    """A bare consumer timing each record from its `occurred_at` header (commit side) to
+    its arrival here: the relay's leg (Debezium or the polling relay), without the
+    cdcbox consumer. It runs in a thread of the benchmark process, on confluent-kafka
+    (librdkafka: fetching and decoding in C) and reading that one header, so that the
+    instrument takes as little as it can of the cores the pipeline it times needs (its
+    share is the benchmark's row of `bench.cores`)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         # read_committed, as every cdcbox consumer: with exactly-once source, a record
         # counts as arrived when its transaction committed.
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=10,
-            isolation_level="read_committed",
+        self._consumer = RdKafkaConsumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-probe-{uuid.uuid4().hex[:8]}",  # never joined: assign
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            }
         )
-        partitions = self._consumer.partitions_for_topic(topic) or {0}
-        self._tps = [TopicPartition(topic, p) for p in partitions]
-        self._consumer.assign(self._tps)
-        self._consumer.seek_to_end(*self._tps)
-        for tp in self._tps:
-            self._consumer.position(tp)  # resolve "end" now, before anything is written
+        partitions = self._consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        # Each partition's end now, before anything is written (a logical "end" would be
+        # resolved only when fetching starts, after the first records perhaps).
+        self._consumer.assign(
+            [
+                RdKafkaPartition(
+                    topic,
+                    p,
+                    self._consumer.get_watermark_offsets(RdKafkaPartition(topic, p), timeout=30)[1],
+                )
+                for p in partitions
+            ]
+        )
         self.lag_ms: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -275,12 +289,13 @@ class KafkaProbe:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for records in self._consumer.poll(timeout_ms=100).values():
-                now = time.time()
-                for record in records:
-                    occurred = decode(record).occurred_at
-                    if occurred is not None:
-                        self.lag_ms.append((now - occurred.timestamp()) * 1000)
+            messages = self._consumer.consume(num_messages=1000, timeout=0.1)
+            now = time.time()
+            for message in messages:
+                value = dict(message.headers() or ()).get(HEADER_OCCURRED_AT)
+                if isinstance(value, bytes) and value:
+                    occurred = datetime.fromisoformat(value.decode())
+                    self.lag_ms.append((now - occurred.timestamp()) * 1000)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
