@@ -47,16 +47,19 @@ def measure(
     seconds: float,
     messages: bool = False,
     style: Style = "plain",
+    consumers: int = 1,
 ) -> dict[str, Any]:
     """`rate` events/s for `seconds` into `schema`'s outbox (`messages`: the outbox
-    without a table), through to a cdcbox consumer process whose handler is written in
-    `style`."""
+    without a table), through to `consumers` cdcbox consumer processes of one group whose
+    handler is written in `style`."""
     topic = wire.topic_for(aggregate_type)
     ensure_topics(KafkaSettings(bootstrap), [topic])
-    consumer = ConsumerProcess(dsn, bootstrap, aggregate_type, style=style).start()
+    consumer = ConsumerProcess(
+        dsn, bootstrap, aggregate_type, style=style, processes=consumers
+    ).start()
     with KafkaProbe(bootstrap, topic) as probe:
         started, busy_before = time.monotonic(), machine_busy_s()
-        by_role_before = cores.snapshot([consumer.pid])
+        by_role_before = cores.snapshot(consumer.pids)
         offered = loadgen.offer(
             dsn,
             pgbench,
@@ -69,7 +72,7 @@ def measure(
         )
         wrote, busy = time.monotonic(), machine_busy_s() - busy_before
         by_role = cores.cores_between(
-            by_role_before, cores.snapshot([consumer.pid]), wrote - started
+            by_role_before, cores.snapshot(consumer.pids), wrote - started
         )
         result = consumer.finish(offered.events, timeout_s=120)
     applied_at = next((t for t, n in result["progress"] if n >= offered.events), None)
@@ -98,10 +101,26 @@ def measure(
 
 
 def cdc_at_rate(
-    dsn: str, bootstrap: str, pgbench: Path, rate: float, seconds: float, style: Style = "plain"
+    dsn: str,
+    bootstrap: str,
+    pgbench: Path,
+    rate: float,
+    seconds: float,
+    style: Style = "plain",
+    consumers: int = 1,
 ) -> dict[str, Any]:
     aggregate_type = f"benchcdc{uuid.uuid4().hex[:6]}"
-    return measure(dsn, bootstrap, pgbench, "public", aggregate_type, rate, seconds, style=style)
+    return measure(
+        dsn,
+        bootstrap,
+        pgbench,
+        "public",
+        aggregate_type,
+        rate,
+        seconds,
+        style=style,
+        consumers=consumers,
+    )
 
 
 def own_schema(dsn: str, prefix: str, mode: RelayMode, slot: str | None = None) -> DbNames:

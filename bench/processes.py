@@ -32,6 +32,7 @@ from cdcbox.wire import HEADER_OCCURRED_AT
 
 FORK = multiprocessing.get_context("fork")
 _SAMPLE_S = 0.1
+_PUBLISH_S = 0.02  # how often a consumer process tells its count: under a sample's time
 
 
 def cpu_s() -> float:
@@ -69,7 +70,8 @@ def peak_rss_mb() -> float:
 
 
 def _consumer_main(
-    commands: Any,
+    stop: Any,
+    ended: Any,
     results: Any,
     assigned: Any,
     config: ConsumerConfig,
@@ -82,19 +84,9 @@ def _consumer_main(
     started = time.monotonic()
     while not consumer.assigned() and time.monotonic() - started < 60:
         time.sleep(0.02)
-    assigned.set()
-    progress: list[tuple[float, int]] = []
-    expected, timeout = None, 0.0
-    deadline = float("inf")
-    while True:  # sample progress until told how many to expect, and they all ended
-        ended = consumer.stats.total
-        progress.append((time.monotonic(), ended))  # system-wide clock
-        if expected is None and not commands.empty():
-            expected, timeout = commands.get()
-            deadline = time.monotonic() + timeout
-        if expected is not None and (ended >= expected or time.monotonic() > deadline):
-            break
-        time.sleep(_SAMPLE_S)
+    assigned.release()
+    while not stop.wait(_PUBLISH_S):  # publish progress until the parent says stop
+        ended.value = consumer.stats.total
     consumer.stop()
     runner.join(timeout=30)
     results.put(
@@ -103,7 +95,6 @@ def _consumer_main(
             "ended": consumer.stats.total,
             "lag_ms": consumer.stats.lag_ms,
             "record_ms": consumer.stats.handler_ms,
-            "progress": progress,
             "rss_mb": peak_rss_mb(),
             "cpu_s": cpu_s(),
             "cycle": cycle_ms(consumer.stats.metrics),
@@ -111,8 +102,34 @@ def _consumer_main(
     )
 
 
+def _merged(reports: list[dict[str, Any]], progress: list[tuple[float, int]]) -> dict[str, Any]:
+    """The group's results from its processes' reports: counts and CPU summed, samples
+    joined, the largest RSS, the poll cycles' means weighted by their counts."""
+    cycles = sum(r["cycle"]["cycles"] for r in reports)
+    means: dict[str, float | None] = {}
+    for part in ("poll", "apply", "durable", "offsets"):
+        weighted = [
+            (r["cycle"]["mean_ms"][part], r["cycle"]["cycles"])
+            for r in reports
+            if r["cycle"]["mean_ms"][part] is not None
+        ]
+        counted = sum(n for _, n in weighted)
+        means[part] = sum(m * n for m, n in weighted) / counted if counted else None
+    return {
+        "processed": sum(r["processed"] for r in reports),
+        "ended": sum(r["ended"] for r in reports),
+        "lag_ms": [ms for r in reports for ms in r["lag_ms"]],
+        "record_ms": [ms for r in reports for ms in r["record_ms"]],
+        "progress": progress,
+        "rss_mb": max(r["rss_mb"] for r in reports),
+        "cpu_s": sum(r["cpu_s"] for r in reports),
+        "cycle": {"cycles": cycles, "mean_ms": means},
+    }
+
+
 class ConsumerProcess:
-    """`cdc-ctl consume` in a child process, with the benchmark's effect handler written
+    """`cdc-ctl consume` in `processes` child processes of one group (each a process of
+    its own, as instances of a service run), with the benchmark's effect handler written
     in `style`."""
 
     def __init__(
@@ -124,48 +141,63 @@ class ConsumerProcess:
         batch_mode: bool = True,
         group: str | None = None,
         style: Style = "plain",
+        processes: int = 1,
     ) -> None:
-        self._style = style
         self.group = group or f"bench-{aggregate_type}-{uuid.uuid4().hex[:6]}"
         self._config = ConsumerConfig(
             bootstrap_servers=bootstrap, dsn=dsn, group_id=self.group, batch_mode=batch_mode
         )
-        self._aggregate_type = aggregate_type
-        self._commands, self._results = FORK.Queue(), FORK.Queue()
-        self._assigned = FORK.Event()
-        self._process: Any = None
+        self._aggregate_type, self._style = aggregate_type, style
+        self._stop, self._results = FORK.Event(), FORK.Queue()
+        self._assigned = FORK.Semaphore(0)
+        self._ended = [FORK.Value("q", 0) for _ in range(processes)]
+        self._processes: list[Any] = []
 
     def start(self) -> ConsumerProcess:
+        """Each process started and given partitions (the last to join may have taken
+        some from the others: the group's rebalance ends before the first record)."""
         with psycopg.connect(self._config.dsn, autocommit=True) as conn:
             conn.execute(EFFECT_DDL)  # the table its handler writes to
-        self._process = FORK.Process(
-            target=_consumer_main,
-            args=(
-                self._commands,
-                self._results,
-                self._assigned,
-                self._config,
-                self._aggregate_type,
-                self._style,
-            ),
-        )
-        self._process.start()
-        if not self._assigned.wait(90):
-            raise RuntimeError(f"consumer {self.group} was given no partitions in 90 s")
+        for ended in self._ended:
+            process = FORK.Process(
+                target=_consumer_main,
+                args=(
+                    self._stop,
+                    ended,
+                    self._results,
+                    self._assigned,
+                    self._config,
+                    self._aggregate_type,
+                    self._style,
+                ),
+            )
+            process.start()
+            self._processes.append(process)
+            if not self._assigned.acquire(timeout=90):
+                raise RuntimeError(f"consumer {self.group} was given no partitions in 90 s")
         return self
 
     @property
-    def pid(self) -> int:
-        """The consumer's process id (after `start`)."""
-        pid: int = self._process.pid
-        return pid
+    def pids(self) -> list[int]:
+        """The consumers' process ids (after `start`)."""
+        return [int(p.pid) for p in self._processes]
 
     def finish(self, expected: int, timeout_s: float) -> dict[str, Any]:
-        """Wait until `expected` events ended (any outcome), or `timeout_s`; its results."""
-        self._commands.put((expected, timeout_s))
-        result: dict[str, Any] = self._results.get(timeout=timeout_s + 60)
-        self._process.join(timeout=30)
-        return result
+        """Wait until `expected` events ended (any outcome, in all processes together),
+        or `timeout_s`; then stop them, and their results merged."""
+        progress: list[tuple[float, int]] = []
+        deadline = time.monotonic() + timeout_s
+        while True:  # sample the group's progress until they all ended
+            ended = sum(int(v.value) for v in self._ended)
+            progress.append((time.monotonic(), ended))  # system-wide clock
+            if ended >= expected or time.monotonic() > deadline:
+                break
+            time.sleep(_SAMPLE_S)
+        self._stop.set()
+        reports = [self._results.get(timeout=90) for _ in self._processes]
+        for process in self._processes:
+            process.join(timeout=30)
+        return _merged(reports, progress)
 
 
 def _relay_main(results: Any, ready: Any, config: RelayConfig, schema: str) -> None:
