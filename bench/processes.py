@@ -321,8 +321,13 @@ class KafkaProbe:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            messages = self._consumer.consume(num_messages=1000, timeout=0.1)
+            # Block for the first record only: `consume` would wait out its timeout for
+            # a full batch, and that wait would be counted in every record's leg.
+            first = self._consumer.poll(0.1)
+            if first is None:
+                continue
             now = time.time()
+            messages = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
             for message in messages:
                 value = dict(message.headers() or ()).get(HEADER_OCCURRED_AT)
                 if isinstance(value, bytes) and value:
