@@ -79,17 +79,26 @@ def e2e(results: dict[str, Any]) -> list[str]:
 
 
 def cores(results: dict[str, Any]) -> list[str]:
-    """Who held the machine's cores while pgbench wrote, per CDC rate (`bench.cores`)."""
-    runs = {a: r["cores_by_role"] for a, r in results["e2e"]["cdc"].items() if "cores_by_role" in r}
+    """Who held the machine's cores while pgbench wrote, per CDC run (`bench.cores`): the
+    ladder's rates, then the top rate's variants."""
+    runs = {
+        f"{_n(float(asked))}/s{relay.removeprefix('cdc').replace('_', ' ')}": run["cores_by_role"]
+        for relay, by_rate in results["e2e"].items()
+        if relay.startswith("cdc")
+        for asked, run in by_rate.items()
+        if "cores_by_role" in run
+    }
     if not runs:
         return ["Cores by process: not measured by this run."]
-    roles = sorted({role for by_role in runs.values() for role in by_role})
-    busiest = max(runs, key=float)
-    roles.sort(key=lambda role: -runs[busiest].get(role, 0.0))
+    busiest = max(runs.values(), key=lambda by_role: sum(by_role.values()))
+    roles = sorted(
+        {role for by_role in runs.values() for role in by_role},
+        key=lambda role: -busiest.get(role, 0.0),
+    )
     return [
         "Which process held the cores while pgbench wrote, CDC (cores, from `/proc`):",
         "",
-        "| process | " + " | ".join(f"{_n(float(a))}/s" for a in runs) + " |",
+        "| process | " + " | ".join(runs) + " |",
         "|---|" + "---:|" * len(runs),
         *(
             f"| {role} | "
@@ -97,6 +106,9 @@ def cores(results: dict[str, Any]) -> list[str]:
             + " |"
             for role in roles
         ),
+        "| **every process** | "
+        + " | ".join(_n(sum(by_role.values()), 2) for by_role in runs.values())
+        + " |",
     ]
 
 
