@@ -30,6 +30,15 @@ from cdcbox.migrate import RelayMode, migrate
 from cdcbox.names import DbNames
 from cdcbox.stack.secrets import read_password_properties
 
+# The top CDC rate again, (name, handler style, consumer processes of the group): how
+# much of the ceiling is the handler's statement per record, and how much one process's
+# serial loop (poll, apply, commit: waiting on PostgreSQL between its Python).
+TOP_RATE_VARIANTS: tuple[tuple[str, Style, int], ...] = (
+    ("cdc_handle_batch", "handle_batch", 1),
+    ("cdc_two_consumers", "plain", 2),
+    ("cdc_handle_batch_two_consumers", "handle_batch", 2),
+)
+
 
 def events_per_tx(rate: float) -> int:
     """One event per transaction up to 2,000/s, as a service writes; above that, ten

@@ -36,7 +36,6 @@ from bench import (
     record_cost,
     relay_tail,
 )
-from bench.handlers import Style
 from bench.report import section
 from bench.results_files import ONLY
 from cdcbox.resources import resource_dir
@@ -205,16 +204,6 @@ def warm_up(dsn: str, bootstrap: str, pgbench: Path, z: Sizes) -> dict[str, Any]
     return run
 
 
-# The top CDC rate again, (name, handler style, consumer processes of the group): how
-# much of the ceiling is the handler's statement per record, and how much one process's
-# serial loop (poll, apply, commit: waiting on PostgreSQL between its Python).
-TOP_RATE_VARIANTS: tuple[tuple[str, Style, int], ...] = (
-    ("cdc_handle_batch", "handle_batch", 1),
-    ("cdc_two_consumers", "plain", 2),
-    ("cdc_handle_batch_two_consumers", "handle_batch", 2),
-)
-
-
 def e2e_ladder(
     dsn: str,
     bootstrap: str,
@@ -223,13 +212,13 @@ def e2e_ladder(
     samples: dict[str, list[float]] | None = None,
 ) -> dict[str, dict[int, dict[str, Any]]]:
     """End to end at each offered rate: CDC (and at its top rate in each of
-    `TOP_RATE_VARIANTS`), the polling relay woken by NOTIFY, and once without NOTIFY;
+    `e2e.TOP_RATE_VARIANTS`), the polling relay woken by NOTIFY, and once without NOTIFY;
     each run's latency samples go to `samples` (for the plot)."""
     runs: dict[str, dict[int, dict[str, Any]]] = {"cdc": {}, "polling_notify": {}}
     for rate in z.cdc_rates:
         runs["cdc"][rate] = e2e.cdc_at_rate(dsn, bootstrap, pgbench, rate, z.seconds)
     top = max(z.cdc_rates)
-    for name, style, consumers in TOP_RATE_VARIANTS:
+    for name, style, consumers in e2e.TOP_RATE_VARIANTS:
         runs[name] = {
             top: e2e.cdc_at_rate(
                 dsn, bootstrap, pgbench, top, z.seconds, style=style, consumers=consumers

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import cores
-from bench.run import TOP_RATE_VARIANTS
+from bench.e2e import TOP_RATE_VARIANTS
 from cdcbox.stack.endpoints import Endpoints
 
 pytestmark = pytest.mark.e2e
