@@ -6,26 +6,29 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 from bench import cores
+from cdcbox.testing.waits import eventually
 
 _BURN = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+# The live child then waits on its stdin, which stays open until the test kills it.
+_BURN_THEN_WAIT = _BURN + "\nimport sys\nsys.stdin.read()"
 
 
 def test_a_reaped_child_counts_for_its_parent_and_a_live_one_for_its_role() -> None:
     before = cores.snapshot()
     subprocess.run([sys.executable, "-c", _BURN], check=True)  # ends before `after`
-    live = subprocess.Popen([sys.executable, "-c", _BURN + "\ntime.sleep(30)"])
-    try:
-        deadline = time.monotonic() + 20
-        while cores.snapshot([live.pid]).cpu_s.get(cores.CONSUMER, 0.0) < 0.25:
-            assert time.monotonic() < deadline, "the live child burned no CPU"
-            time.sleep(0.05)
-        after = cores.snapshot([live.pid])
-    finally:
-        live.kill()
-        live.wait()
+
+    with subprocess.Popen([sys.executable, "-c", _BURN_THEN_WAIT], stdin=subprocess.PIPE) as live:
+
+        def burned() -> cores.Snapshot | None:
+            snapshot = cores.snapshot([live.pid])
+            return snapshot if snapshot.cpu_s.get(cores.CONSUMER, 0.0) >= 0.25 else None
+
+        try:
+            after = eventually(burned, timeout=20, interval=0.05, what="the live child's CPU")
+        finally:
+            live.kill()
     benchmark = after.cpu_s[cores.BENCHMARK] - before.cpu_s[cores.BENCHMARK]
     assert benchmark >= 0.25  # the reaped child's 0.3 s, in this process's cutime
     assert after.cpu_s[cores.CONSUMER] >= 0.25
