@@ -49,6 +49,8 @@ def test_roles_by_command_line() -> None:
     assert cores.role_of("anything", me, ()) == cores.BENCHMARK
     assert cores.role_of("python -c x", 7, (7,)) == cores.CONSUMER
     assert cores.role_of("bash", 1, ()) == cores.OTHER
+    supervisor = "python -m cdcbox.cli.main connectors supervise --metrics-port 1"
+    assert cores.role_of(supervisor, 1, ()).startswith("cdc-ctl connectors supervise")
 
 
 def test_roles_under_a_hundredth_of_a_core_are_left_out() -> None:
