@@ -18,13 +18,15 @@ from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
+WALSENDER = "postgres: walsender (Debezium's WAL decoding)"
+CONNECT = "Kafka Connect (Debezium, its producers)"
 # Command-line marks, first match wins; a process matching none is "other".
 # The supervisor first: its command line may name a DSN ("postgresql://…").
 _ROLES: tuple[tuple[str, str], ...] = (
     ("connectors supervise", "cdc-ctl connectors supervise (the stack's supervisor)"),
-    ("postgres: walsender", "postgres: walsender (Debezium's WAL decoding)"),
+    ("postgres: walsender", WALSENDER),
     ("postgres", "postgres: the rest (backends, WAL writer, checkpointer)"),
-    ("ConnectDistributed", "Kafka Connect (Debezium, its producers)"),
+    ("ConnectDistributed", CONNECT),
     ("kafka.Kafka", "Kafka broker"),
     ("java", "other JVM (schema registry)"),
 )

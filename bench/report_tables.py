@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench import cores as roles
 from bench.results_files import relative
+from bench.stats import spread
 from bench.targets import MET, NOT_MEASURED, Measured, judged, median
 
 
@@ -185,6 +187,25 @@ def outbox_modes(results: dict[str, Any], source: Path | None) -> list[str]:
     def leg(mode: str, q: str) -> str:
         return _measured(legs[mode][q]) if mode in legs else "not reached"
 
+    def cpu_per_event(role: str) -> list[str]:
+        """A role's CPU per event delivered at the rate, µs (runs before `bench.cores`
+        recorded it have no row)."""
+        at_rate = {mode: [r["at_rate"] for r in modes["runs"][f"cdc {mode}"]] for mode in legs}
+        if set(at_rate) != {"table", "messages"} or not all(
+            "cores_by_role" in run for runs in at_rate.values() for run in runs
+        ):
+            return []
+        per_event = {
+            mode: spread(
+                [1e6 * r["cores_by_role"].get(role, 0.0) / r["delivered_per_s"] for r in runs]
+            )
+            for mode, runs in at_rate.items()
+        }
+        return [
+            f"| CDC at {modes['rate']:,}/s: {role}, CPU µs per event | — "
+            f"| {_measured(per_event['table'])} | {_measured(per_event['messages'])} | — |"
+        ]
+
     return [
         *([f"The two outboxes, from `{relative(source)}`:", ""] if source else []),
         f"| {rounds} interleaved rounds, median (min to max) | floor (business row alone) "
@@ -202,6 +223,8 @@ def outbox_modes(results: dict[str, Any], source: Path | None) -> list[str]:
             f"| {leg('messages', q)} | — |"
             for q in ("p50", "p99")
         ),
+        *cpu_per_event(roles.CONNECT),
+        *cpu_per_event(roles.WALSENDER),
         "",
         "| ratio, round by round | median | min | max |",
         "|---|---:|---:|---:|",

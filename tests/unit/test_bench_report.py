@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench import report, results_files
+from bench import cores, report, report_tables, results_files
 from bench.stats import interleaved, ratio_spread, spread
 from bench.targets import CROSSES, MET, MISSED, NOT_MEASURED, TARGETS, judged
 
@@ -102,3 +102,36 @@ def test_a_later_run_of_one_section_replaces_that_section_only(
     merged, sources = results_files.with_newest_sections(whole)
     assert merged == {**whole, "exactly_once": {"b": 2}}
     assert sources == {"exactly_once": later}
+
+
+def _modes_run(connect_cores: float, delivered: float) -> dict[str, Any]:
+    at_rate = {"delivered_per_s": delivered, "cores_by_role": {cores.CONNECT: connect_cores}}
+    return {"at_rate": at_rate}
+
+
+def test_the_two_outboxes_show_each_role_s_cpu_per_event_delivered() -> None:
+    leg = {q: spread([30.0]) for q in ("p50", "p99")}
+    modes: dict[str, Any] = {
+        "rate": 1000,
+        "backlog": 10,
+        "runs": {
+            "append one_row": [{}, {}],
+            "cdc table": [_modes_run(0.3, 1000.0), _modes_run(0.5, 1000.0)],
+            "cdc messages": [_modes_run(0.4, 800.0), _modes_run(0.6, 1000.0)],
+        },
+        "append_tps": {m: spread([1.0]) for m in ("floor", "table", "messages", "raw message")},
+        "wal_bytes_per_event": {m: spread([1.0]) for m in ("table", "messages", "raw message")},
+        "relay_leg_ms": {"table": leg, "messages": leg},
+        "sustained_per_s": {m: spread([1.0]) for m in ("table", "messages")},
+        "ratios": {},
+    }
+    lines = report_tables.outbox_modes({"outbox_modes": modes}, None)
+    (connect,) = [line for line in lines if cores.CONNECT in line]
+    # 0.3 and 0.5 cores at 1,000/s; 0.4 at 800/s (500 µs) and 0.6 at 1,000/s.
+    assert connect.split("|")[3:5] == [" 400 (300 to 500) ", " 550 (500 to 600) "]
+    (walsender,) = [line for line in lines if cores.WALSENDER in line]
+    assert walsender.split("|")[3].strip() == "0.00 (0.00 to 0.00)"
+    del modes["runs"]["cdc table"][0]["at_rate"]["cores_by_role"]  # an older results file
+    assert not [
+        line for line in report_tables.outbox_modes({"outbox_modes": modes}, None) if "µs" in line
+    ]
